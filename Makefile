@@ -1,0 +1,47 @@
+# jmp: `make install` then `make test`. PYTHON=... picks the interpreter (>= 3.12).
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+FIND_PYTHON := for c in "$$PYTHON" python3.13 python3.12 python3 $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 /usr/local/bin/python3.1[2-9] /usr/bin/python3.1[2-9]; do \
+	[ -n "$$c" ] || continue; \
+	"$$c" -c 'import sys; sys.exit(sys.version_info < (3, 12))' >/dev/null 2>&1 && { echo "$$c"; exit 0; }; \
+	done; echo "no Python >= 3.12 found: set PYTHON=/path/to/python3.12" >&2; exit 1
+export LITELLM_LOCAL_MODEL_COST_MAP := True
+export OPENHANDS_SUPPRESS_BANNER := 1
+
+.PHONY: install test bench lint fmt type check demo docs clean
+
+install:
+	@base=$$($(FIND_PYTHON)) || exit 1; \
+	if [ -x $(PY) ] && ! $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then rm -rf $(VENV); fi; \
+	[ -x $(PY) ] || "$$base" -m venv $(VENV); \
+	$(PY) -m pip install -q --upgrade pip && \
+	$(PY) -m pip install -q -c constraints.txt -e '.[test]'
+
+test:
+	$(PY) -m pytest -q
+
+bench:
+	$(PY) -m bench
+
+demo:
+	$(PY) -m tests.servers.demo
+
+docs:
+	$(PY) -m protocol.docgen > docs/EVENTS.md
+
+lint:
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+fmt:
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+type:
+	$(PY) -m mypy
+
+check: lint type test
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache

@@ -1,0 +1,1 @@
+"""The command line: parse, talk to the kernel, print."""

@@ -1,0 +1,41 @@
+"""Errors the kernel raises on purpose. Each maps to exit status 2 and a clear message."""
+
+from __future__ import annotations
+
+
+class JmpError(Exception):
+    """Base of every error jmp reports to the user by name (exit 2, nothing lost)."""
+
+    exit_code = 2
+
+
+class UsageError(JmpError):
+    """The command line or the call is wrong."""
+
+
+class ConfigError(JmpError):
+    """A setting or configuration file is missing or wrong; names the variable or file."""
+
+
+class SessionNotFound(JmpError):
+    """No session with that id under the sessions directory."""
+
+
+class SessionLocked(JmpError):
+    """Another live process holds the session's single-writer lock."""
+
+
+class WorkspaceMismatch(JmpError):
+    """A later --workspace differs from the one the session is bound to."""
+
+
+class CorruptLog(JmpError):
+    """A complete or interior line of events.jsonl is malformed; nothing was written."""
+
+
+class ArtifactRefused(JmpError):
+    """An artifact path resolves outside the session directory."""
+
+
+class ContextOverflow(JmpError):
+    """Pinned intent cannot fit the budget; the run pauses, nothing is trimmed."""

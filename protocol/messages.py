@@ -1,0 +1,216 @@
+"""Kernel<->worker messages. Same build on both ends, so unknown fields are bugs.
+
+Every request carries an `id`; every reply names the request it answers in `reply_to`.
+Frames are msgpack `{"v": WIRE_VERSION, "body": <tagged message>}`; the tag is `kind`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, Literal, TypeVar
+
+import msgspec
+
+WIRE_VERSION = 1
+HEARTBEAT_MS = 200  # both sides send one at least this often while idle or busy
+
+WorkerKind = Literal["router", "generator", "tool"]
+FailCode = Literal[
+    "bad_request",  # the frame or its fields are wrong (msgspec's path in detail)
+    "unsupported_version",
+    "invalid_arguments",  # tool arguments failed the native schema
+    "provider",  # the model API failed after the SDK's own retries
+    "cancelled",
+    "timeout",
+    "unknown_tool",
+    "internal",
+]
+
+
+class Msg(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    tag_field="kind",
+    tag=lambda name: "".join("_" + c.lower() if c.isupper() else c for c in name).lstrip("_"),
+    forbid_unknown_fields=True,
+):
+    """Kernel<->worker message."""
+
+
+# --- kernel -> worker ------------------------------------------------------------
+
+
+class Heartbeat(Msg):
+    """Liveness, both directions. `busy` names the request a worker is working on."""
+
+    pid: int
+    busy: str | None = None
+
+
+class Route(Msg):
+    """Ask Jev one `choice` question: labels are exactly the keys of `options`."""
+
+    id: str
+    question: str  # "route" or "completion_review"
+    instructions: str
+    options: dict[str, str]  # label -> description
+    state: str  # the router's context projection
+
+
+class Message(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """One chat message for the generator."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
+
+
+class Generate(Msg):
+    """Ask Flash: with `tool_schema`, forced `selected_action` arguments; without, prose."""
+
+    id: str
+    stage: Literal["generate", "respond"]
+    messages: list[Message]
+    tool_name: str | None = None
+    tool_description: str = ""
+    tool_schema: dict[str, Any] | None = None
+
+
+class ListTools(Msg):
+    """Ask the tool worker for its tools (built-in and MCP) with native schemas."""
+
+    id: str
+
+
+class Validate(Msg):
+    """Check arguments against the native action type; no effect on anything."""
+
+    id: str
+    tool: str
+    arguments: dict[str, Any]
+
+
+class RunTool(Msg):
+    """Execute one validated call. The kernel has fsynced tool_started before sending."""
+
+    id: str  # the call_id
+    tool: str
+    arguments: dict[str, Any]
+    timeout_s: float | None = None
+
+
+class Cancel(Msg):
+    """Stop the named request as soon as possible (a stream, or a running command)."""
+
+    id: str
+
+
+class Shutdown(Msg):
+    """Exit now, taking every child along."""
+
+
+ToWorker = Heartbeat | Route | Generate | ListTools | Validate | RunTool | Cancel | Shutdown
+
+
+# --- worker -> kernel ------------------------------------------------------------
+
+
+class Ready(Msg):
+    """First message of a worker: who it is. The frame's `v` is the handshake."""
+
+    pid: int
+    worker: WorkerKind
+    detail: str = ""
+
+
+class Progress(Msg):
+    """Streaming progress of a model request: character counts only."""
+
+    reply_to: str
+    stage: str
+    characters: int
+
+
+class ModelUsage(msgspec.Struct, frozen=True, kw_only=True):
+    """Provider-reported usage of one model call."""
+
+    provider: str
+    model: str
+    seconds: float
+    usage: dict[str, Any] = msgspec.field(default_factory=dict)
+
+
+class Routed(Msg):
+    """Jev's answer: the argmax label, its confidence, and every label's probability."""
+
+    reply_to: str
+    choice: str
+    confidence: float
+    probabilities: dict[str, float]
+    usage: ModelUsage
+
+
+class Generated(Msg):
+    """Flash's answer: parsed arguments (tool call) or text (prose)."""
+
+    reply_to: str
+    usage: ModelUsage
+    arguments: dict[str, Any] | None = None
+    text: str = ""
+
+
+class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """One tool as offered to the router and the generator."""
+
+    name: str  # "read", "bash", "mcp.<tool>"
+    description: str
+    parameters: dict[str, Any]  # JSON schema of the arguments
+    source: str = "builtin"  # "builtin" or "mcp:<server>"
+
+
+class ToolList(Msg):
+    """The tool worker's tools, and MCP servers that failed to start (name -> reason)."""
+
+    reply_to: str
+    tools: list[ToolSpec]
+    failed_servers: dict[str, str] = msgspec.field(default_factory=dict)
+
+
+class Validated(Msg):
+    """Arguments passed the native schema; `arguments` is the normalized form."""
+
+    reply_to: str
+    arguments: dict[str, Any]
+    target: str = ""
+
+
+class ToolResult(Msg):
+    """A finished tool call. `status=ok` means the tool reported no error."""
+
+    reply_to: str
+    status: Literal["ok", "error"]
+    exit_code: int | None = None  # -1 = a shell command still running (unfinished)
+    text: str = ""  # plain text, control sequences removed
+    error: str = ""
+    seconds: float = 0.0
+    interrupted: bool = False
+
+
+class Failed(Msg):
+    """A request the worker understood but could not serve, or a frame it could not read."""
+
+    reply_to: str | None
+    code: FailCode
+    detail: str
+    error_class: str = ""
+
+
+FromWorker = Ready | Heartbeat | Progress | Routed | Generated | ToolList | Validated | ToolResult | Failed
+
+T = TypeVar("T")
+
+
+class Frame(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
+    """The envelope on the wire: the protocol version, then one message."""
+
+    v: int = WIRE_VERSION
+    body: T
