@@ -1,0 +1,345 @@
+"""The agent loop: route with Jev, review `done`, generate or offload arguments, run tools.
+
+States of one run (`Agent.run`):
+  PREPARE  record uncertain calls, the request, run_started -> blocked if unsettled
+  ROUTE    Jev picks a label                        -> needs_input below the floor
+  REVIEW   a proposed `done` gets completion_review -> RESPOND / ROUTE without done / blocked
+  STEP     a tool call (kernel/steps.py)            -> ROUTE, or blocked on uncertainty
+  RESPOND  Flash writes the answer (or `ask`)       -> completed / needs_input
+Every exit writes a `final` event; the lock and the workers are released by `close()`.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from kernel import pending, prompts
+from kernel.context import ContextPolicy
+from kernel.errors import ContextOverflow, UsageError
+from kernel.steps import StepOutcome, Stop, ToolStep
+from kernel.supervisor import Cancelled, WorkerDied, WorkerFailed
+from protocol.events import (
+    CompletionReviewData,
+    ErrorData,
+    Event,
+    FinalData,
+    RouteData,
+    RunStartedData,
+    RunStatus,
+    Stage,
+    ToolUncertainData,
+    UserData,
+)
+from protocol.messages import Message
+
+if TYPE_CHECKING:
+    from kernel.models import Models
+    from kernel.session import Session
+    from kernel.tools import Tools
+
+LISTING_LIMIT = 200
+SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".jmp", ".mypy_cache"}
+
+
+@dataclass
+class RunResult:
+    status: RunStatus
+    summary: str
+
+
+def needs_models(session: Session, prompt: str | None, compact: bool) -> bool:
+    """False for runs that call no model: --compact, or the replay of a completed answer."""
+    if compact:
+        return False
+    return prompt is not None or _replayable(session.events) is None
+
+
+def _replayable(events: list[Event]) -> FinalData | None:
+    """The saved answer when the latest request is completed and nothing is unsettled."""
+    last_final: FinalData | None = None
+    for event in events:
+        if isinstance(event.data, UserData):
+            last_final = None
+        elif isinstance(event.data, FinalData):
+            last_final = event.data
+    if last_final is None or last_final.status != "completed" or pending.unsettled(events):
+        return None
+    return last_final
+
+
+def workspace_listing(root: Path, limit: int = LISTING_LIMIT) -> tuple[list[str], bool]:
+    """Up to `limit` workspace paths (dirs end in /), breadth first, skipping tool caches."""
+    found: list[str] = []
+    queue = [root]
+    while queue:
+        current = queue.pop(0)
+        try:
+            entries = sorted(os.scandir(current), key=lambda e: e.name)
+        except OSError:
+            continue
+        for entry in entries:
+            if entry.name in SKIP_DIRS:
+                continue
+            rel = os.path.relpath(entry.path, root)
+            is_dir = entry.is_dir(follow_symlinks=False)
+            if len(found) >= limit:
+                return found, True
+            found.append(rel + "/" if is_dir else rel)
+            if is_dir:
+                queue.append(Path(entry.path))
+    return found, False
+
+
+class Agent:
+    """One session's agent. `run` is synchronous; `close` releases workers and the lock."""
+
+    def __init__(
+        self,
+        session: Session,
+        models: Models,
+        tools: Tools,
+        policy: ContextPolicy | None = None,
+        instructions: str = "",
+        cancel: threading.Event | None = None,
+    ) -> None:
+        self.session = session
+        self.models = models
+        self.tools = tools
+        self.policy = policy or ContextPolicy.from_settings(
+            models.settings.jev_context_bytes, models.settings.flash_context_bytes
+        )
+        self.instructions = instructions
+        self.cancel = cancel or threading.Event()
+        self.step = ToolStep(session, models, tools, self.policy, instructions, self.cancel)
+
+    # --- public ---------------------------------------------------------------------
+
+    def run(
+        self, prompt: str | None = None, compact: bool = False, acknowledge_pending: bool = False
+    ) -> dict[str, Any]:
+        """Run until a final status; returns {session_id, status, summary, session_dir}."""
+        if compact:
+            if prompt is not None:
+                raise UsageError("--compact takes no prompt")
+            return self._result("compacted", self._compact())
+        replay = _replayable(self.session.events) if prompt is None else None
+        if replay is not None and not acknowledge_pending:
+            return self._result(replay.status, replay.summary)
+        if prompt is None and not any(isinstance(e.data, UserData) for e in self.session.events):
+            raise UsageError("this session has no request yet: give a prompt")
+        result = self._run(prompt, acknowledge_pending)
+        return self._result(result.status, result.summary)
+
+    def close(self) -> None:
+        """Release workers and the session lock; safe to call twice."""
+        try:
+            self.models.close()
+        finally:
+            try:
+                self.tools.close()
+            finally:
+                self.session.close()
+
+    # --- the run --------------------------------------------------------------------
+
+    def _result(self, status: str, summary: str) -> dict[str, Any]:
+        return {
+            "session_id": self.session.id,
+            "status": status,
+            "summary": summary,
+            "session_dir": str(self.session.directory),
+        }
+
+    def _finish(self, status: RunStatus, summary: str) -> RunResult:
+        self.session.append(FinalData(status=status, summary=self.session.redactor.text(summary)))
+        return RunResult(status, summary)
+
+    def _run(self, prompt: str | None, acknowledge: bool) -> RunResult:
+        blocked = self._settle_interrupted(acknowledge)
+        if prompt is not None:
+            self.session.append(UserData(text=prompt))
+        if blocked:
+            return self._finish("blocked", blocked)
+        self.tools.start()  # warm the tool worker (openhands import) while Jev routes
+        self.models.start()
+        listing, truncated = workspace_listing(self.session.workspace)
+        self.session.append(
+            RunStartedData(
+                model=self.models.settings.flash_model,
+                router_model=self.models.settings.jev_model,
+                thinking=False,
+                workspace=str(self.session.workspace),
+                listing=listing,
+                listing_truncated=truncated,
+                resumed=prompt is None,
+            )
+        )
+        try:
+            return self._loop()
+        except Stop as stop:
+            return self._finish(stop.status, stop.summary)
+        except Cancelled:
+            return self._finish("cancelled", "Cancelled by the user.")
+
+    def _settle_interrupted(self, acknowledge: bool) -> str:
+        """Record kernel_exit uncertainty once per call; acknowledge if asked. '' = go on."""
+        waiting: list[str] = []
+        for record in pending.unsettled(self.session.events):
+            cause = record.uncertain.cause if record.uncertain else "kernel_exit"
+            if record.uncertain is None or acknowledge:
+                self.session.append(
+                    ToolUncertainData(
+                        call_id=record.call_id,
+                        tool=record.started.tool,
+                        target=record.started.target,
+                        cause=cause,
+                        acknowledged=acknowledge,
+                        note=_uncertain_note(acknowledge),
+                    ),
+                    durable=True,
+                )
+            if not acknowledge:
+                waiting.append(f"{record.started.tool} {record.started.target!r}")
+        if not waiting:
+            return ""
+        return (
+            "Interrupted calls have an unknown outcome: "
+            + ", ".join(waiting)
+            + ". Check their effect, then continue with --ack-interrupted (nothing is re-run)."
+        )
+
+    def _loop(self) -> RunResult:
+        exclude_done = False
+        while True:
+            if self.cancel.is_set():
+                raise Cancelled("cancelled between steps")
+            choice = self._route(exclude_done)
+            exclude_done = False
+            if choice == "done":
+                verdict = self._review()
+                if verdict == "complete":
+                    return self._respond("respond")
+                if verdict == "blocked":
+                    raise Stop("blocked", "Jev's completion review judged the request blocked.")
+                exclude_done = True
+                continue
+            if choice == "ask":
+                return self._respond("ask")
+            outcome = self.step.run(choice)
+            if outcome is not StepOutcome.CONTINUE:
+                raise Stop(outcome.status, outcome.summary)
+
+    # --- routing --------------------------------------------------------------------
+
+    def _options(self, exclude_done: bool) -> dict[str, str]:
+        options = dict(prompts.BUILTIN_TOOLS)
+        for spec in self.step.mcp_specs():
+            options[spec.name] = spec.description or spec.name
+        options["recall"] = prompts.RECALL_DESCRIPTION
+        options["ask"] = prompts.ASK_DESCRIPTION
+        if not exclude_done:
+            options["done"] = prompts.DONE_DESCRIPTION
+        return options
+
+    def _state(self, reserved: int) -> tuple[str, int]:
+        try:
+            projection = self.step.project("router", reserved)
+        except ContextOverflow as exc:
+            self._error("route", exc)
+            raise Stop("blocked", str(exc)) from exc
+        return projection.text, projection.bytes
+
+    def _ask_jev(self, stage: Stage, question: str, options: dict[str, str]) -> Any:
+        reserved = len((question + "".join(k + v for k, v in options.items())).encode())
+        state, size = self._state(reserved)
+        try:
+            routed = self.models.route(stage, question, options, state, cancel=self.cancel)
+        except (WorkerFailed, WorkerDied) as exc:
+            self._error(stage, exc)
+            raise Stop("error", f"The {stage} request failed: {exc}") from exc
+        return routed, size
+
+    def _route(self, exclude_done: bool) -> str:
+        options = self._options(exclude_done)
+        routed, size = self._ask_jev("route", prompts.ROUTE_QUESTION, options)
+        floor = self.models.settings.route_floor
+        self.session.append(
+            RouteData(
+                choice=routed.choice,
+                confidence=routed.confidence,
+                context_bytes=size,
+                probabilities=dict(routed.probabilities),
+                offered=list(options),
+                floor=floor,
+                model=routed.usage.model,
+            )
+        )
+        if routed.choice not in options:
+            raise Stop("error", f"Jev chose {routed.choice!r}, which was not offered.")
+        if routed.confidence < floor:
+            ranked = sorted(routed.probabilities.items(), key=lambda kv: -kv[1])[:3]
+            shown = ", ".join(f"{k} {v:.2f}" for k, v in ranked)
+            raise Stop(
+                "needs_input",
+                f"Not sure what to do next (confidence {routed.confidence:.2f} is below the "
+                f"floor {floor:.2f}; {shown}). Please clarify the request.",
+            )
+        return str(routed.choice)
+
+    def _review(self) -> str:
+        routed, size = self._ask_jev(
+            "completion_review", prompts.REVIEW_QUESTION, dict(prompts.REVIEW_OPTIONS)
+        )
+        self.session.append(
+            CompletionReviewData(
+                choice=routed.choice,
+                confidence=routed.confidence,
+                context_bytes=size,
+                probabilities=dict(routed.probabilities),
+                model=routed.usage.model,
+            )
+        )
+        return str(routed.choice)
+
+    # --- answers --------------------------------------------------------------------
+
+    def _respond(self, purpose: str) -> RunResult:
+        task = prompts.ASK_TASK if purpose == "ask" else prompts.RESPOND_TASK
+        projection = self.step.project("generator", len((self.instructions + task).encode()))
+        messages = [
+            Message(role="system", content=self.instructions),
+            Message(role="user", content=projection.text + "\n\n" + task),
+        ]
+        try:
+            reply = self.models.generate("respond", messages, None, cancel=self.cancel)
+        except (WorkerFailed, WorkerDied) as exc:
+            if isinstance(exc, WorkerFailed) and exc.code == "cancelled":
+                raise Cancelled(str(exc)) from exc
+            self._error("respond", exc)
+            raise Stop("error", f"The answer could not be written: {exc}") from exc
+        text = reply.text.strip() or "(no answer text)"
+        return self._finish("needs_input" if purpose == "ask" else "completed", text)
+
+    def _error(self, stage: str, exc: BaseException) -> None:
+        error_class = getattr(exc, "error_class", "") or type(exc).__name__
+        self.session.append(
+            ErrorData(
+                stage=stage, error_class=error_class, message=self.session.redactor.text(str(exc))
+            )
+        )
+
+    def _compact(self) -> str:
+        from kernel.context import compact
+
+        written = compact(self.session)
+        return f"Compacted locally: {len(written)} checkpoint(s), no model call."
+
+
+def _uncertain_note(acknowledged: bool) -> str:
+    if acknowledged:
+        return "Acknowledged by the user: outcome still unknown; not re-run, not assumed done."
+    return "The call started and has no recorded end: its effect is unknown. Nothing re-ran it."

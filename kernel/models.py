@@ -1,0 +1,164 @@
+"""The kernel's side of the two model workers: Jev (router) and Flash (generator).
+
+Each call writes `model_started` before the request leaves, emits transient `model_progress`
+(character counts only) while it streams, and writes `usage` when it returns. Failures come
+back as `WorkerFailed` / `WorkerDied` / `Cancelled` and are recorded by the agent.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import threading
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from protocol.events import ModelProgressData, ModelStartedData, Stage, UsageData
+from protocol.messages import (
+    Generate,
+    Generated,
+    Message,
+    ModelUsage,
+    Progress,
+    Route,
+    Routed,
+    ToolSpec,
+)
+
+if TYPE_CHECKING:
+    from kernel.session import Session
+    from kernel.settings import Settings
+    from kernel.supervisor import Worker
+
+READY_TIMEOUT_S = 30.0
+
+
+def worker_env(extra: dict[str, str], drop: tuple[str, ...] = ()) -> dict[str, str]:
+    """A worker's environment: ours, minus other workers' keys, plus its own settings."""
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env.update(extra)
+    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
+    env["OPENHANDS_SUPPRESS_BANNER"] = "1"
+    return env
+
+
+MODEL_KEYS = ("TYPESAFE_API_KEY", "FLASH_API_KEY", "DEEPSEEK_API_KEY")
+
+
+class Models:
+    """Router and generator workers for one session; started lazily, closed by `close()`."""
+
+    def __init__(self, session: Session, settings: Settings) -> None:
+        self.session = session
+        self.settings = settings
+        session.redactor.add(*settings.secrets)
+        self._ids = itertools.count(1)
+        self._runtime: Path | None = None
+        self._router: Worker | None = None
+        self._generator: Worker | None = None
+
+    def start(self) -> None:
+        """Spawn both workers now (non-blocking); a missing key is a ConfigError here."""
+        if self._router is not None:
+            return
+        from kernel.supervisor import Worker, make_runtime_dir
+
+        self.settings.require_keys()
+        self._runtime = make_runtime_dir()
+        self._router = Worker(
+            "router", self._runtime, env=worker_env(self.settings.router_env(), MODEL_KEYS)
+        )
+        self._generator = Worker(
+            "generator", self._runtime, env=worker_env(self.settings.generator_env(), MODEL_KEYS)
+        )
+        self._router.start()
+        self._generator.start()
+
+    def _worker(self, kind: str) -> Worker:
+        self.start()
+        worker = self._router if kind == "router" else self._generator
+        assert worker is not None
+        if not worker.alive:
+            worker.close()
+            worker.start()
+        worker.wait_ready(READY_TIMEOUT_S)
+        return worker
+
+    def _next_id(self, stage: str) -> str:
+        return f"{stage}-{next(self._ids)}"
+
+    def _started(self, stage: Stage, model: str, provider: str) -> None:
+        self.session.append(ModelStartedData(stage=stage, model=model, provider=provider))
+
+    def _usage(self, stage: Stage, usage: ModelUsage) -> None:
+        self.session.append(
+            UsageData(
+                provider=usage.provider,
+                stage=stage,
+                model=usage.model,
+                seconds=round(usage.seconds, 6),
+                usage=dict(usage.usage),
+            )
+        )
+
+    def route(
+        self,
+        question: Stage,
+        instructions: str,
+        options: dict[str, str],
+        state: str,
+        cancel: threading.Event | None = None,
+    ) -> Routed:
+        """One Jev `choice` request; labels are exactly the keys of `options`."""
+        worker = self._worker("router")
+        self._started(question, self.settings.jev_model, "typesafe")
+        msg = Route(
+            id=self._next_id(question),
+            question=question,
+            instructions=instructions,
+            options=options,
+            state=state,
+        )
+        reply = worker.request(msg, cancel=cancel)
+        assert isinstance(reply, Routed)
+        self._usage(question, reply.usage)
+        return reply
+
+    def generate(
+        self,
+        stage: Stage,
+        messages: list[Message],
+        tool: ToolSpec | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Generated:
+        """One streamed Flash request: forced `selected_action` arguments, or prose."""
+        worker = self._worker("generator")
+        model = self.settings.flash_model
+        self._started(stage, model, "openai-compatible")
+
+        def progress(p: Progress) -> None:
+            self.session.emit(ModelProgressData(stage=stage, characters=p.characters, model=model))
+
+        msg = Generate(
+            id=self._next_id(stage),
+            stage="respond" if stage != "generate" else "generate",
+            messages=messages,
+            tool_name=tool.name if tool else None,
+            tool_description=tool.description if tool else "",
+            tool_schema=dict(tool.parameters) if tool else None,
+        )
+        reply = worker.request(msg, on_progress=progress, cancel=cancel)
+        assert isinstance(reply, Generated)
+        self._usage(stage, reply.usage)
+        return reply
+
+    def close(self) -> None:
+        """Stop both workers and their trees; idempotent."""
+        for worker in (self._router, self._generator):
+            if worker is not None:
+                worker.close()
+        self._router = self._generator = None
+        if self._runtime is not None:
+            shutil.rmtree(self._runtime, ignore_errors=True)
+            self._runtime = None

@@ -1,0 +1,58 @@
+"""Which tool calls have an unknown outcome, read from the log alone (CONTRACT.md section 6).
+
+A call is *interrupted* when it has `tool_started` and no `tool_finished`, or when it is the
+last shell command and finished with exit_code -1 (still running when its worker went away).
+An interrupted call is *recorded* once a `tool_uncertain` names it, and *settled* once a
+`tool_uncertain` with `acknowledged: true` does. Nothing here ever re-runs anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from protocol.events import Event, ToolFinishedData, ToolStartedData, ToolUncertainData
+
+
+@dataclass
+class CallRecord:
+    """Everything the log says about one call_id."""
+
+    started: ToolStartedData
+    finished: ToolFinishedData | None = None
+    uncertain: ToolUncertainData | None = None  # the latest uncertainty record
+    acknowledged: bool = False
+
+    @property
+    def call_id(self) -> str:
+        return self.started.call_id
+
+
+def calls(events: Sequence[Event]) -> dict[str, CallRecord]:
+    """Every call in log order, keyed by call_id."""
+    records: dict[str, CallRecord] = {}
+    for event in events:
+        data = event.data
+        if isinstance(data, ToolStartedData):
+            records[data.call_id] = CallRecord(started=data)
+        elif isinstance(data, ToolFinishedData) and data.call_id in records:
+            records[data.call_id].finished = data
+        elif isinstance(data, ToolUncertainData) and data.call_id in records:
+            record = records[data.call_id]
+            record.uncertain = data
+            record.acknowledged = record.acknowledged or data.acknowledged
+    return records
+
+
+def interrupted(events: Sequence[Event]) -> list[CallRecord]:
+    """Calls whose outcome is unknown: no end, or the last shell command left running."""
+    records = list(calls(events).values())
+    last_shell = next((r for r in reversed(records) if r.started.tool == "bash"), None)
+    return [
+        r for r in records if r.finished is None or (r is last_shell and r.finished.exit_code == -1)
+    ]
+
+
+def unsettled(events: Sequence[Event]) -> list[CallRecord]:
+    """Interrupted calls not yet acknowledged: these block a run until --ack-interrupted."""
+    return [r for r in interrupted(events) if not r.acknowledged]

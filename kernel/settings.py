@@ -1,0 +1,124 @@
+"""Settings from the environment (CONTRACT.md section 8), checked before any session exists."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from kernel.errors import ConfigError
+
+JEV_CONTEXT_LIMIT = 28000
+OFFLOAD_POLICIES = ("deterministic", "off")
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a whole number of bytes, got {raw!r}") from None
+    if value <= 0:
+        raise ConfigError(f"{name} must be positive, got {value}")
+    return value
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise ConfigError(f"{name} must be between 0 and 1, got {value}")
+    return value
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything jmp reads from the environment. Keys stay out of repr and logs."""
+
+    typesafe_api_key: str = field(default="", repr=False)
+    typesafe_base_url: str = "https://api.typesafe.ai"
+    jev_model: str = "jev-latest"
+    flash_api_key: str = field(default="", repr=False)
+    flash_api_key_name: str = "FLASH_API_KEY"
+    flash_base_url: str = "https://api.deepseek.com"
+    flash_model: str = "deepseek-v4-flash"
+    jev_context_bytes: int = 24000
+    flash_context_bytes: int = 96000
+    route_floor: float = 0.35
+    argument_offload: str = "deterministic"
+
+    @classmethod
+    def environment(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read and validate settings; keys are checked later, only when a model is needed."""
+        env = os.environ if env is None else env
+        flash_key_name = "FLASH_API_KEY" if env.get("FLASH_API_KEY") else "DEEPSEEK_API_KEY"
+        settings = cls(
+            typesafe_api_key=env.get("TYPESAFE_API_KEY", ""),
+            typesafe_base_url=env.get("TYPESAFE_BASE_URL") or cls.typesafe_base_url,
+            jev_model=env.get("JEV_MODEL") or cls.jev_model,
+            flash_api_key=env.get(flash_key_name, ""),
+            flash_api_key_name=flash_key_name,
+            flash_base_url=env.get("FLASH_BASE_URL") or cls.flash_base_url,
+            flash_model=env.get("FLASH_MODEL") or cls.flash_model,
+            jev_context_bytes=_int(env, "JEV_CONTEXT_BYTES", 24000),
+            flash_context_bytes=_int(env, "FLASH_CONTEXT_BYTES", 96000),
+            route_floor=_float(env, "JEV_ROUTE_FLOOR", 0.35),
+            argument_offload=(env.get("JEV_ARGUMENT_OFFLOAD") or "deterministic").strip(),
+        )
+        settings.validate()
+        return settings
+
+    def validate(self) -> None:
+        """Refuse values jmp cannot honour, naming the variable."""
+        if self.jev_context_bytes > JEV_CONTEXT_LIMIT:
+            raise ConfigError(
+                f"JEV_CONTEXT_BYTES={self.jev_context_bytes} is above the limit of "
+                f"{JEV_CONTEXT_LIMIT} bytes"
+            )
+        if self.argument_offload == "bounded":
+            raise ConfigError(
+                "JEV_ARGUMENT_OFFLOAD=bounded is not supported: use 'deterministic' (the "
+                "default) or 'off'"
+            )
+        if self.argument_offload not in OFFLOAD_POLICIES:
+            raise ConfigError(
+                f"JEV_ARGUMENT_OFFLOAD={self.argument_offload!r} is not one of "
+                "'deterministic', 'off'"
+            )
+
+    def require_keys(self) -> None:
+        """A missing key is a clear error naming the variable (before any session exists)."""
+        if not self.typesafe_api_key:
+            raise ConfigError("TYPESAFE_API_KEY is not set: the router (Jev) needs it")
+        if not self.flash_api_key:
+            raise ConfigError(
+                "FLASH_API_KEY (or DEEPSEEK_API_KEY) is not set: the generator (Flash) needs it"
+            )
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Known credentials, for the redactor."""
+        return tuple(s for s in (self.typesafe_api_key, self.flash_api_key) if s)
+
+    def router_env(self) -> dict[str, str]:
+        """Environment for the router worker (its key travels only here)."""
+        return {
+            "TYPESAFE_API_KEY": self.typesafe_api_key,
+            "TYPESAFE_BASE_URL": self.typesafe_base_url,
+            "JEV_MODEL": self.jev_model,
+        }
+
+    def generator_env(self) -> dict[str, str]:
+        """Environment for the generator worker."""
+        return {
+            "FLASH_API_KEY": self.flash_api_key,
+            "FLASH_BASE_URL": self.flash_base_url,
+            "FLASH_MODEL": self.flash_model,
+        }

@@ -1,0 +1,355 @@
+"""One tool step: offload or generate arguments, validate, persist before effect, run, record.
+
+Persist before effect: `tool_started` is appended and fsynced before the request leaves for
+the tool worker. A worker that dies during the call gets `tool_uncertain` (worker_exit) and the
+run stops `blocked`; nothing is ever re-run by itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from kernel import prompts
+from kernel.errors import JmpError
+from kernel.offload import fixed_arguments
+from kernel.supervisor import Cancelled, WorkerDied, WorkerFailed
+from protocol.codec import to_builtins
+from protocol.events import (
+    ArgumentOffloadData,
+    ErrorData,
+    Event,
+    RunStatus,
+    ToolFinishedData,
+    ToolStartedData,
+    ToolUncertainData,
+    UserData,
+)
+from protocol.messages import Message, ToolResult, ToolSpec
+
+if TYPE_CHECKING:
+    from kernel.context import ContextPolicy, Projection
+    from kernel.models import Models
+    from kernel.session import Session
+    from kernel.tools import Tools
+
+PREVIEW_CHARS = 2000
+ARGUMENTS_PREVIEW_CHARS = 600
+REPEATED_ERRORS = 3  # identical tool errors in a row that pause the run (CONTRACT section 6)
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """How a step ended: CONTINUE routes again; anything else ends the run."""
+
+    status: RunStatus | None
+    summary: str = ""
+    CONTINUE: ClassVar[StepOutcome]
+
+
+StepOutcome.CONTINUE = StepOutcome(None)
+
+
+def crash_point(name: str) -> None:
+    """Test-only: die by SIGKILL at an exact place when JMP_CRASH_AT names it."""
+    if os.environ.get("JMP_CRASH_AT") == name:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
+    """A bounded preview; the full text lives in an artifact."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[... {len(text) - limit} more characters in the full output]"
+
+
+def repeated_error(events: list[Event]) -> str | None:
+    """The error text when the last three outcomes of this request are identical errors."""
+    outcomes: list[tuple[str, str] | None] = []
+    for event in events:
+        data = event.data
+        if isinstance(data, UserData):
+            outcomes = []
+        elif isinstance(data, ToolFinishedData):
+            failed = data.status == "error"
+            outcomes.append((data.tool, data.error or data.text) if failed else None)
+        elif isinstance(data, ErrorData) and data.error_class == "InvalidArguments":
+            outcomes.append(("arguments", data.message))
+    last = outcomes[-REPEATED_ERRORS:]
+    if len(last) == REPEATED_ERRORS and last[0] is not None and all(o == last[0] for o in last):
+        return f"{last[0][0]}: {last[0][1]}"
+    return None
+
+
+class ToolStep:
+    """Executes the step the router chose; owns the recall index and the MCP spec cache."""
+
+    def __init__(
+        self,
+        session: Session,
+        models: Models,
+        tools: Tools,
+        policy: ContextPolicy,
+        instructions: str,
+        cancel: threading.Event,
+    ) -> None:
+        self.session = session
+        self.models = models
+        self.tools = tools
+        self.policy = policy
+        self.instructions = instructions
+        self.cancel = cancel
+        self._mcp: list[ToolSpec] | None = None
+        self._recall: Any = None
+
+    # --- context --------------------------------------------------------------------
+
+    def recall_index(self) -> Any:
+        """The session's recall cache, synced; None when it cannot be had (never fatal)."""
+        from kernel.recall import RecallIndex
+
+        try:
+            if self._recall is None:
+                self._recall = RecallIndex.open_or_rebuild(
+                    self.session.directory / "memory.sqlite3"
+                )
+            self._recall.sync(self.session.events, self.session.artifacts.read_text)
+        except Exception as exc:  # a broken cache never stops context construction
+            print(f"jmp: recall cache unavailable: {type(exc).__name__}", file=sys.stderr)
+            self._recall = None
+        return self._recall
+
+    def project(self, audience: str, reserved: int) -> Projection:
+        """The audience's projection of the log (raises ContextOverflow)."""
+        return self.policy.project(
+            self.session.events,
+            audience,
+            reserved_bytes=reserved,
+            read_artifact=self.session.artifacts.read_text,
+            recall=self.recall_index(),
+        )
+
+    def mcp_specs(self) -> list[ToolSpec]:
+        """MCP tools, when servers are configured (waits for the tool worker once)."""
+        if self._mcp is None:
+            self._mcp = []
+            if getattr(self.tools, "servers", None):
+                self._mcp = [s for s in self.tools.specs() if s.source != "builtin"]
+                for name, reason in getattr(self.tools, "failed_servers", {}).items():
+                    self.session.append(
+                        ErrorData(
+                            stage="tool", error_class="McpServerFailed", message=f"{name}: {reason}"
+                        )
+                    )
+        return self._mcp
+
+    def spec(self, tool: str) -> ToolSpec:
+        if tool == "recall":
+            from kernel.recall import RECALL_SCHEMA
+
+            return ToolSpec(
+                name="recall", description=prompts.RECALL_DESCRIPTION, parameters=RECALL_SCHEMA
+            )
+        for spec in self.tools.specs():
+            if spec.name == tool:
+                return spec
+        raise JmpError(f"the tool worker does not offer {tool!r}")
+
+    # --- the step -------------------------------------------------------------------
+
+    def run(self, tool: str) -> StepOutcome:
+        """Arguments, validation, then the call itself."""
+        spec = self.spec(tool)
+        arguments = self._arguments(spec)
+        if arguments is None:
+            return self._after_error()
+        checked = self._validate(tool, arguments)
+        if checked is None:
+            return self._after_error()
+        return self._call(tool, *checked)
+
+    def _arguments(self, spec: ToolSpec) -> dict[str, Any] | None:
+        policy = self.models.settings.argument_offload
+        fixed = fixed_arguments(dict(spec.parameters)) if policy == "deterministic" else None
+        if fixed is not None:
+            self.session.append(
+                ArgumentOffloadData(
+                    tool=spec.name,
+                    policy=policy,
+                    generator=self.models.settings.flash_model,
+                    arguments=fixed,
+                )
+            )
+            return fixed
+        task = prompts.GENERATE_TASK.format(tool=spec.name)
+        projection = self.project(
+            "generator",
+            len((self.instructions + task).encode()) + len(json.dumps(spec.parameters).encode()),
+        )
+        messages = [
+            Message(role="system", content=self.instructions),
+            Message(role="user", content=projection.text + "\n\n" + task),
+        ]
+        try:
+            reply = self.models.generate("generate", messages, spec, cancel=self.cancel)
+        except WorkerFailed as exc:
+            return self._generation_failed(spec.name, exc)
+        except WorkerDied as exc:
+            self._error("generate", type(exc).__name__, str(exc))
+            raise _stop("error", f"The generator worker died: {exc}") from exc
+        return dict(reply.arguments or {})
+
+    def _generation_failed(self, tool: str, exc: WorkerFailed) -> None:
+        if exc.code == "cancelled":
+            raise Cancelled(str(exc)) from exc
+        if exc.code == "invalid_arguments":
+            self._error("generate", "InvalidArguments", f"{tool}: {exc.detail}")
+            return None
+        self._error("generate", exc.error_class or type(exc).__name__, exc.detail)
+        raise _stop("error", f"Generating arguments for {tool} failed: {exc.detail}") from exc
+
+    def _validate(self, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
+        if tool == "recall":
+            try:
+                return validate_recall_arguments(arguments), json.dumps(arguments, sort_keys=True)
+            except ValueError as exc:
+                self._error("generate", "InvalidArguments", f"recall: {exc}")
+                return None
+        try:
+            validated = self.tools.validate(tool, arguments)
+        except WorkerFailed as exc:
+            self._error("generate", "InvalidArguments", f"{tool}: {exc.detail}")
+            return None
+        return dict(validated.arguments), validated.target
+
+    def _after_error(self) -> StepOutcome:
+        repeated = repeated_error(self.session.events)
+        if repeated:
+            return StepOutcome(
+                "blocked", f"The same error happened three times in a row: {repeated}"
+            )
+        return StepOutcome.CONTINUE
+
+    def _call(self, tool: str, arguments: dict[str, Any], target: str) -> StepOutcome:
+        call_id = uuid.uuid4().hex[:16]
+        artifacts = self.session.artifacts
+        request = artifacts.write_json(
+            f"{call_id}.request.json",
+            {"call_id": call_id, "tool": tool, "arguments": arguments, "target": target},
+        )
+        args_preview = preview(json.dumps(arguments, ensure_ascii=False), ARGUMENTS_PREVIEW_CHARS)
+        crash_point("before_tool_started")
+        self.session.append(
+            ToolStartedData(
+                call_id=call_id, tool=tool, target=target, request=request, arguments=args_preview
+            ),
+            durable=True,  # before any effect: a kill from here on leaves a pending call
+        )
+        crash_point("after_tool_started")
+        result = self._execute(call_id, tool, arguments, target)
+        crash_point("after_tool_result")
+        output = artifacts.write_text(f"{call_id}.output.txt", result.text)
+        saved = artifacts.write_json(f"{call_id}.result.json", to_builtins(result))
+        self.session.append(
+            ToolFinishedData(
+                call_id=call_id,
+                tool=tool,
+                status=result.status,
+                exit_code=result.exit_code,
+                text=preview(result.text),
+                arguments=args_preview,
+                artifact=saved,
+                full_output=output,
+                target=target,
+                seconds=round(result.seconds, 6),
+                truncated=len(result.text) > PREVIEW_CHARS,
+                error=result.error,
+            )
+        )
+        if result.interrupted:
+            return StepOutcome("cancelled", f"Cancelled by the user while {tool} was running.")
+        if result.status == "error":
+            return self._after_error()
+        return StepOutcome.CONTINUE
+
+    def _execute(
+        self, call_id: str, tool: str, arguments: dict[str, Any], target: str
+    ) -> ToolResult:
+        if tool == "recall":
+            return self._recall_call(call_id, arguments)
+        try:
+            return self.tools.run(call_id, tool, arguments, cancel=self.cancel)
+        except WorkerDied as exc:
+            self.session.append(
+                ToolUncertainData(
+                    call_id=call_id,
+                    tool=tool,
+                    target=target,
+                    cause="worker_exit",
+                    acknowledged=False,
+                    note=f"{exc}. The call's effect is unknown; nothing re-ran it.",
+                    signal=getattr(exc, "signal", None),
+                    exit_code=getattr(exc, "exit_code", None),
+                ),
+                durable=True,
+            )
+            raise _stop(
+                "blocked",
+                f"The tool worker died during {tool} {target!r}: its effect is unknown. Check it, "
+                "then continue with --ack-interrupted.",
+            ) from exc
+        except WorkerFailed as exc:
+            return ToolResult(reply_to=call_id, status="error", error=exc.detail, text=exc.detail)
+
+    def _recall_call(self, call_id: str, arguments: dict[str, Any]) -> ToolResult:
+        from kernel.recall import run_recall
+
+        index = self.recall_index()
+        try:
+            if index is None:
+                raise JmpError("the recall cache is unavailable")
+            text = run_recall(index, arguments)
+        except Exception as exc:  # an explicit recall error is a normal tool error
+            return ToolResult(reply_to=call_id, status="error", error=str(exc), text=str(exc))
+        return ToolResult(reply_to=call_id, status="ok", text=text)
+
+    def _error(self, stage: str, error_class: str, message: str) -> None:
+        self.session.append(
+            ErrorData(
+                stage=stage, error_class=error_class, message=self.session.redactor.text(message)
+            )
+        )
+
+
+class Stop(Exception):
+    """Ends the run with a status (raised from deep inside a step)."""
+
+    def __init__(self, status: RunStatus, summary: str) -> None:
+        super().__init__(summary)
+        self.status = status
+        self.summary = summary
+
+
+def _stop(status: RunStatus, summary: str) -> Stop:
+    return Stop(status, summary)
+
+
+def validate_recall_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
+    """`recall` takes exactly one of a non-empty `query` string or an integer `seq`."""
+    unknown = set(arguments) - {"query", "seq"}
+    if unknown:
+        raise ValueError(f"unknown field(s) {sorted(unknown)}; recall takes query or seq")
+    query, seq = arguments.get("query"), arguments.get("seq")
+    if (query is None) == (seq is None):
+        raise ValueError("give exactly one of query (text) or seq (integer)")
+    if query is not None and (not isinstance(query, str) or not query.strip()):
+        raise ValueError("query must be non-empty text")
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
+        raise ValueError("seq must be a non-negative integer")
+    return {"query": query} if query is not None else {"seq": seq}
