@@ -1,0 +1,96 @@
+"""Run one CLI invocation that opens a session: new task, follow-up, replay, compact, ack."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+from pathlib import Path
+from typing import Any
+
+from kernel.errors import WorkspaceMismatch
+
+SUCCESS = ("completed", "compacted")
+
+
+def _servers(options: Any) -> Any:
+    from kernel.mcp_config import load_servers
+
+    return load_servers(enabled=not options.no_mcp)
+
+
+def _install_interrupt(cancel: threading.Event) -> Any:
+    """First Ctrl+C sets the cancel Event (honoured mid-stream); a second one aborts."""
+
+    def handler(signum: int, frame: Any) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+
+    try:
+        return signal.signal(signal.SIGINT, handler)
+    except ValueError:  # not the main thread (embedded use): the caller owns signals
+        return None
+
+
+def _open(options: Any, printer: Any, settings: Any) -> tuple[Any, Any]:
+    """Create or open the session; keys are checked before anything is created."""
+    from kernel.agent import needs_models
+    from kernel.session import Session, sessions_home
+
+    home = sessions_home(options.sessions_dir)
+    if options.session is None:
+        settings.require_keys()
+        servers = _servers(options)
+        workspace = Path(options.workspace or os.getcwd()).resolve()
+        secrets = (*settings.secrets, *servers.secrets)
+        return Session.create(home, workspace, on_event=printer.event, secrets=secrets), servers
+    session = Session.open(home, options.session, on_event=printer.event, secrets=settings.secrets)
+    try:
+        if options.workspace and Path(options.workspace).resolve() != session.workspace.resolve():
+            raise WorkspaceMismatch(
+                f"session {session.id} is bound to workspace {session.workspace}; "
+                f"--workspace {options.workspace} differs"
+            )
+        servers = None
+        if needs_models(session, options.prompt, options.compact):
+            settings.require_keys()
+            servers = _servers(options)
+            session.redactor.add(*servers.secrets)
+    except BaseException:
+        session.close()
+        raise
+    return session, servers
+
+
+def run(options: Any, printer: Any) -> int:
+    """Drive the agent for one invocation; exit 0 for completed/compacted, else 2."""
+    from kernel.agent import Agent
+    from kernel.models import Models
+    from kernel.settings import Settings
+    from kernel.tools import Tools
+    from main import instructions
+
+    settings = Settings.environment()
+    session, servers = _open(options, printer, settings)
+    cancel = threading.Event()
+    previous = _install_interrupt(cancel)
+    agent = None
+    try:
+        models = Models(session, settings)
+        tools = Tools(session.workspace, session.directory / "terminal", servers)
+        agent = Agent(session, models, tools, instructions=instructions(), cancel=cancel)
+        result = agent.run(
+            prompt=options.prompt,
+            compact=options.compact,
+            acknowledge_pending=options.ack_interrupted,
+        )
+    finally:
+        if agent is not None:
+            agent.close()
+        else:
+            session.close()
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    printer.result(result)
+    return 0 if result["status"] in SUCCESS else 2
