@@ -39,3 +39,7 @@ class ArtifactRefused(JmpError):
 
 class ContextOverflow(JmpError):
     """Pinned intent cannot fit the budget; the run pauses, nothing is trimmed."""
+
+
+class UnsupportedLogVersion(CorruptLog):
+    """events.jsonl holds a record version this build does not read; nothing was written."""

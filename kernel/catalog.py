@@ -1,0 +1,187 @@
+"""Where sessions live and a fast listing of them. Stdlib only: `jmp --list` imports just this.
+
+The listing reads the first line and the tail of each log, never the whole of a long log, takes
+no lock and never writes.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent  # the directory that holds main.py
+SESSION_ID = re.compile(r"[0-9a-f]{32}")
+HEAD_BYTES = 64 * 1024  # a first user request longer than this is read line by line
+TAIL_BYTES = 64 * 1024  # doubled until a line that decides the status is found
+TITLE_CHARS = 80
+# Kinds after which the session's status is decided, reading the log backwards.
+_DECIDING = ("final", "user", "run_started")
+
+
+def sessions_home(explicit: str | os.PathLike[str] | None = None) -> Path:
+    """--sessions-dir, else $JMP_SESSIONS_DIR, else PROJECT/.jmp/sessions (not created)."""
+    chosen = explicit or os.environ.get("JMP_SESSIONS_DIR") or PROJECT / ".jmp" / "sessions"
+    return Path(chosen).expanduser().absolute()
+
+
+def is_session_id(value: str) -> bool:
+    return bool(SESSION_ID.fullmatch(value))
+
+
+def status_of(kinds_newest_first: list[tuple[str, str | None]]) -> str:
+    """Status from (kind, final status) pairs, newest first: the last final, or new/running."""
+    for kind, final_status in kinds_newest_first:
+        if kind == "final":
+            return final_status or "error"
+        if kind in ("user", "run_started"):
+            return "running"  # started after the last final and not ended (or killed)
+    return "new"
+
+
+class SessionInfo:
+    """One row of `jmp --list`."""
+
+    __slots__ = ("events", "last_activity", "session_id", "status", "title", "workspace")
+
+    def __init__(
+        self,
+        session_id: str,
+        workspace: str,
+        status: str,
+        last_activity: float | None,
+        events: int,
+        title: str,
+    ) -> None:
+        self.session_id = session_id
+        self.workspace = workspace
+        self.status = status
+        self.last_activity = last_activity
+        self.events = events
+        self.title = title
+
+    def to_dict(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+    def __repr__(self) -> str:
+        return f"SessionInfo({self.to_dict()!r})"
+
+
+def list_sessions(home: Path) -> list[SessionInfo]:
+    """Every session under home, most recent activity first; unreadable ones say so."""
+    try:
+        entries = [e for e in os.scandir(home) if SESSION_ID.fullmatch(e.name)]
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    infos = []
+    for entry in entries:
+        info = read_info(Path(entry.path))
+        if info is not None:
+            infos.append(info)
+    infos.sort(key=lambda i: i.last_activity or 0.0, reverse=True)
+    return infos
+
+
+def read_info(directory: Path) -> SessionInfo | None:
+    """The listing row of one session directory, or None if it holds no log."""
+    try:
+        with open(directory / "events.jsonl", "rb") as f:
+            return _summarize(directory.name, f)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return SessionInfo(directory.name, "", "unreadable", None, 0, "")
+
+
+def read_workspace(directory: Path) -> str:
+    """The workspace the session is bound to, from its first record."""
+    with open(directory / "events.jsonl", "rb") as f:
+        return str(json.loads(f.readline())["data"]["workspace"])
+
+
+def _summarize(session_id: str, f: io.BufferedReader) -> SessionInfo:
+    size = os.fstat(f.fileno()).st_size
+    head = f.read(HEAD_BYTES)
+    first = json.loads(head[: head.index(b"\n")])
+    title = _title(head, f)
+    tail = head if size <= HEAD_BYTES else _read_tail(f, size, TAIL_BYTES)
+    lines = _complete_lines_backwards(tail, whole=size <= HEAD_BYTES or len(tail) >= size)
+    last = json.loads(next(lines))
+    kinds = [(last["kind"], last["data"].get("status"))]
+    if last["kind"] not in _DECIDING:
+        kinds += _deciding_kinds(lines, f, size)
+    return SessionInfo(
+        session_id=session_id,
+        workspace=first["data"]["workspace"],
+        status=status_of(kinds),
+        last_activity=last.get("time"),
+        events=int(last["seq"]),  # seq counts from 1 without gaps
+        title=title,
+    )
+
+
+def _deciding_kinds(
+    lines: Iterator[bytes], f: io.BufferedReader, size: int
+) -> list[tuple[str, str | None]]:
+    """Walk back until a final/user/run_started line; re-read a bigger tail if needed."""
+    for line in lines:
+        kind = _kind(line)
+        if kind in _DECIDING:
+            return [(kind, json.loads(line)["data"].get("status") if kind == "final" else None)]
+    chunk = TAIL_BYTES * 2
+    while chunk < size * 2:
+        tail = _read_tail(f, size, chunk)
+        for line in _complete_lines_backwards(tail, whole=len(tail) >= size):
+            kind = _kind(line)
+            if kind in _DECIDING:
+                return [(kind, json.loads(line)["data"].get("status") if kind == "final" else None)]
+        chunk *= 2
+    return []
+
+
+def _kind(line: bytes) -> str:
+    # The envelope comes before `data` in every line jmp writes; check the cheap prefix first.
+    prefix = line[:200]
+    for kind in _DECIDING:
+        if b'"kind":"' + kind.encode() + b'"' in prefix:
+            return str(json.loads(line)["kind"])
+    return "" if b'"kind":' in prefix else str(json.loads(line)["kind"])
+
+
+def _read_tail(f: io.BufferedReader, size: int, length: int) -> bytes:
+    start = max(0, size - length)
+    f.seek(start)
+    return bytes(f.read(size - start))
+
+
+def _complete_lines_backwards(buf: bytes, whole: bool) -> Iterator[bytes]:
+    """Complete lines, newest first; a torn last line and a cut first line are skipped."""
+    end = buf.rfind(b"\n")
+    while end > 0:
+        start = buf.rfind(b"\n", 0, end) + 1
+        if start == 0 and not whole:
+            return
+        yield buf[start:end]
+        end = start - 1
+
+
+def _title(head: bytes, f: io.BufferedReader) -> str:
+    """The first user request, on one line, truncated."""
+    pos = head.find(b'"kind":"user"')
+    if pos < 0:
+        return ""
+    start = head.rfind(b"\n", 0, pos) + 1
+    stop = head.find(b"\n", pos)
+    if stop < 0:  # longer than the head: read that one line whole
+        f.seek(start)
+        line = f.readline()
+    else:
+        line = head[start:stop]
+    record = json.loads(line)
+    if record.get("kind") != "user":
+        return ""
+    text = " ".join(str(record["data"]["text"]).split())
+    return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"

@@ -1,0 +1,141 @@
+"""events.jsonl: strict reading with torn-tail recovery, and appends with optional fsync."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from kernel.errors import CorruptLog, UnsupportedLogVersion
+from protocol.codec import MalformedRecord, UnsupportedVersion, decode_event, encode_event
+from protocol.events import Event
+
+
+def parse_log(buf: bytes, name: str = "events.jsonl") -> tuple[list[Event], int]:
+    """Decode every complete line; return the events and the byte length they span.
+
+    Bytes after the last newline are a torn tail and are not decoded. Any complete line that is
+    malformed, of another version or out of sequence raises CorruptLog naming its line number.
+    """
+    end = buf.rfind(b"\n") + 1
+    events: list[Event] = []
+    start = 0
+    number = 0
+    while start < end:
+        stop = buf.index(b"\n", start)
+        number += 1
+        events.append(_decode_line(buf[start:stop], number, name))
+        start = stop + 1
+        _check_seq(events, number, name)
+    return events, end
+
+
+def _decode_line(line: bytes, number: int, name: str) -> Event:
+    try:
+        event = decode_event(line)
+    except UnsupportedVersion as exc:
+        raise UnsupportedLogVersion(f"{name} line {number}: {exc}") from None
+    except MalformedRecord as exc:
+        raise CorruptLog(
+            f"{name} line {number} is malformed ({exc}); nothing was written"
+        ) from None
+    if event.seq is None:
+        raise CorruptLog(f"{name} line {number} has no seq; nothing was written")
+    return event
+
+
+def _check_seq(events: list[Event], number: int, name: str) -> None:
+    if len(events) < 2:
+        return
+    prev, seq = events[-2].seq, events[-1].seq
+    if prev is not None and seq != prev + 1:
+        raise CorruptLog(
+            f"{name} line {number}: seq {seq} does not follow {prev}; nothing was written"
+        )
+
+
+class TornTail:
+    """The incomplete last line that load() moved out of the log."""
+
+    def __init__(self, archive: Path, size: int) -> None:
+        self.archive = archive
+        self.size = size
+
+    def describe(self) -> str:
+        return (
+            f"the last line of events.jsonl was incomplete ({self.size} bytes, a write cut "
+            f"short); it was moved to {self.archive.name} and removed from the log"
+        )
+
+
+class EventLog:
+    """One session's append-only log. Call load() under the session lock before append()."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.torn: TornTail | None = None
+        self._fd: int | None = None
+
+    def load(self) -> list[Event]:
+        """Read all events; a torn tail is archived beside the log and cut (see `torn`).
+
+        A corrupt complete line raises CorruptLog and leaves the file byte-for-byte unchanged.
+        """
+        buf = self.path.read_bytes()
+        events, end = parse_log(buf, self.path.name)
+        if end < len(buf):
+            self.torn = self._cut_tail(buf[end:], end)
+        return events
+
+    def _cut_tail(self, tail: bytes, end: int) -> TornTail:
+        # Archive first and make it durable, so the torn bytes exist somewhere at every instant.
+        stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{time.time_ns() % 1_000_000_000:09d}"
+        archive = self.path.with_name(f"{self.path.name}.torn-{stamp}")
+        _write_durable(archive, tail)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CLOEXEC)
+        try:
+            os.ftruncate(fd, end)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        return TornTail(archive, len(tail))
+
+    def append(self, event: Event, durable: bool = False) -> None:
+        """Write one full line with O_APPEND; fsync when durable (then it survives power loss)."""
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC)
+        write_all(self._fd, encode_event(event) + b"\n")
+        if durable:
+            os.fsync(self._fd)
+
+    def close(self) -> None:
+        """Close the append handle; idempotent."""
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
+
+def _write_durable(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(path.parent)
+
+
+def write_all(fd: int, data: bytes) -> None:
+    """write() until every byte is taken (a regular file takes it in one call)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def fsync_dir(path: Path) -> None:
+    """Make a directory entry (a create or rename inside it) durable."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,203 @@
+"""A session: its directory, single-writer lock, event log, artifacts and redactor."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from types import TracebackType
+
+import msgspec
+
+from kernel.artifacts import Artifacts
+from kernel.catalog import SessionInfo, is_session_id, list_sessions, sessions_home, status_of
+from kernel.errors import CorruptLog, SessionNotFound, UsageError
+from kernel.event_log import EventLog, fsync_dir
+from kernel.lock import SessionLock
+from kernel.redact import Redactor
+from protocol.codec import make_event
+from protocol.events import KIND_OF, Data, ErrorData, Event, SessionData
+
+__all__ = ["Session", "SessionInfo", "list_sessions", "sessions_home"]
+
+EventCallback = Callable[[Event], None]
+LOG = "events.jsonl"
+
+
+class Session:
+    """An open, locked session. Every append is redacted, persisted, then announced."""
+
+    def __init__(
+        self,
+        home: Path,
+        directory: Path,
+        lock: SessionLock,
+        log: EventLog,
+        events: list[Event],
+        redactor: Redactor,
+        on_event: EventCallback | None,
+    ) -> None:
+        self.home = home
+        self.directory = directory
+        self.id = directory.name
+        self.events = events
+        self.redactor = redactor
+        self.artifacts = Artifacts(directory, redactor)
+        self.on_event = on_event
+        self._lock = lock
+        self._log = log
+        self.workspace = Path(events[0].data.workspace)
+
+    @classmethod
+    def create(
+        cls,
+        home: Path,
+        workspace: Path | str,
+        on_event: EventCallback | None = None,
+        secrets: Iterable[str] = (),
+    ) -> Session:
+        """A new locked session bound to workspace; on failure nothing is left behind."""
+        workspace = Path(workspace).resolve()
+        if not workspace.is_dir():
+            raise UsageError(f"workspace {workspace} does not exist or is not a directory")
+        home = Path(home).absolute()
+        home.mkdir(parents=True, exist_ok=True)
+        session_id = uuid.uuid4().hex
+        # Built under a hidden name and renamed: a crash never leaves a half session in the list.
+        staging = home / f".new-{session_id}"
+        lock = SessionLock(staging / "lock")
+        try:
+            for sub in ("artifacts", "terminal"):
+                (staging / sub).mkdir(parents=True)
+            lock.acquire()
+            first = make_event(
+                session_id,
+                1,
+                time.time(),
+                SessionData(session_id=session_id, workspace=str(workspace)),
+            )
+            log = EventLog(staging / LOG)
+            log.append(first, durable=True)
+            log.close()
+            final = home / session_id
+            staging.rename(final)
+            fsync_dir(home)
+        except BaseException:
+            lock.release()
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
+        lock.path = final / "lock"  # flock follows the inode through the rename
+        session = cls(
+            home, final, lock, EventLog(final / LOG), [first], Redactor(tuple(secrets)), on_event
+        )
+        session._notify(first)
+        return session
+
+    @classmethod
+    def open(
+        cls,
+        home: Path,
+        session_id: str,
+        on_event: EventCallback | None = None,
+        secrets: Iterable[str] = (),
+    ) -> Session:
+        """Lock and load an existing session; a torn last line is archived and reported."""
+        home = Path(home).absolute()
+        if not cls.exists(home, session_id):
+            raise SessionNotFound(f"no session {session_id!r} in {home}")
+        directory = home / session_id
+        lock = SessionLock(directory / "lock").acquire()
+        try:
+            log = EventLog(directory / LOG)
+            events = log.load()
+            _check_first(events, session_id)
+        except BaseException:
+            lock.release()
+            raise
+        session = cls(home, directory, lock, log, events, Redactor(tuple(secrets)), on_event)
+        if log.torn is not None:
+            session.append(
+                ErrorData(stage="log", error_class="TornRecord", message=log.torn.describe()),
+                durable=True,
+            )
+        return session
+
+    @staticmethod
+    def exists(home: Path, session_id: str) -> bool:
+        """Whether home holds a session with this id (no lock taken)."""
+        return is_session_id(session_id) and (Path(home) / session_id / LOG).is_file()
+
+    @property
+    def status(self) -> str:
+        """The last final's status; "running" after a later request; "new" before any."""
+        pairs = [(e.kind, getattr(e.data, "status", None)) for e in reversed(self.events)]
+        return status_of(pairs)
+
+    def append(self, data: Data, durable: bool = False) -> Event:
+        """Redact, persist (fsync if durable), keep, then tell the subscriber."""
+        if not self._lock.held:
+            raise RuntimeError(f"session {self.id} is closed")
+        event = make_event(self.id, self._next_seq(), time.time(), self._redact(data))
+        self._log.append(event, durable)
+        self.events.append(event)
+        self._notify(event)
+        return event
+
+    def emit(self, data: Data) -> Event:
+        """A transient event (seq None): redacted and announced, never persisted."""
+        event = make_event(self.id, None, time.time(), self._redact(data))
+        self._notify(event)
+        return event
+
+    def _next_seq(self) -> int:
+        last = self.events[-1].seq if self.events else 0
+        return (last or 0) + 1
+
+    def _redact(self, data: Data) -> Data:
+        kind = type(data)
+        if kind not in KIND_OF:
+            raise TypeError(f"not an event data struct: {kind.__name__}")
+        plain = self.redactor.value(msgspec.to_builtins(data))
+        return msgspec.convert(plain, kind)
+
+    def _notify(self, event: Event) -> None:
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event)
+        except Exception as exc:  # a subscriber must never stop persistence
+            message = self.redactor.text(f"{type(exc).__name__}: {exc}")
+            print(f"jmp: event subscriber failed on {event.kind}: {message}", file=sys.stderr)
+
+    def close(self) -> None:
+        """Close the log and release the lock; idempotent."""
+        self._log.close()
+        self._lock.release()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+
+def _check_first(events: list[Event], session_id: str) -> None:
+    first = events[0] if events else None
+    if first is None or first.kind != "session" or first.data.session_id != session_id:
+        raise CorruptLog(f"{LOG} of session {session_id} does not start with its session record")
+    for number, event in enumerate(events, 1):
+        if event.session_id != session_id:
+            raise CorruptLog(f"{LOG} line {number} belongs to session {event.session_id}")
