@@ -1,0 +1,51 @@
+"""`jmp --list` output: one `sessions` JSON line, or a table. Stdlib only, for a fast start."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from typing import TextIO
+
+from kernel.catalog import SessionInfo
+
+
+def sessions_line(infos: list[SessionInfo]) -> str:
+    """The single JSON line `--list --json` prints."""
+    message = {
+        "version": 1,
+        "session_id": None,
+        "seq": None,
+        "time": time.time(),
+        "kind": "sessions",
+        "data": {"sessions": [info.to_dict() for info in infos]},
+    }
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+
+def table(infos: list[SessionInfo]) -> str:
+    """A readable table, most recent first."""
+    if not infos:
+        return "no sessions yet"
+    rows = [("SESSION", "STATUS", "EVENTS", "LAST ACTIVITY", "TITLE")]
+    for info in infos:
+        when = (
+            time.strftime("%Y-%m-%d %H:%M", time.localtime(info.last_activity))
+            if info.last_activity
+            else "-"
+        )
+        rows.append((info.session_id, info.status, str(info.events), when, info.title))
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True))
+        + "  "
+        + row[4]
+        for row in rows
+    )
+
+
+def print_sessions(infos: list[SessionInfo], as_json: bool, out: TextIO | None = None) -> None:
+    """Print the listing to stdout."""
+    out = out or sys.stdout
+    out.write((sessions_line(infos) if as_json else table(infos)) + "\n")
+    out.flush()

@@ -1,0 +1,152 @@
+"""`jmp` / `python main.py`: parse and validate the command line, then list or run.
+
+Imports stay lazy: `--list` must start nearly as fast as a bare interpreter, so nothing here
+pulls in msgspec, zmq or any vendor SDK until a run needs it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from cli.listing import print_sessions
+from cli.printer import Printer
+from kernel.catalog import is_session_id, list_sessions, read_workspace, sessions_home
+from kernel.errors import JmpError, SessionNotFound, UsageError, WorkspaceMismatch
+
+_RUN_FLAGS = ("prompt", "workspace", "no_mcp", "session", "compact", "ack_interrupted")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{message} (see jmp --help)")
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="jmp", description="A crash-safe local coding agent.")
+    p.add_argument("prompt", nargs="?", help="the task, or a follow-up with --session")
+    p.add_argument("--json", action="store_true", help="JSON lines on stdout")
+    p.add_argument("--workspace", metavar="PATH", help="workspace of a new session (default: .)")
+    p.add_argument("--no-mcp", action="store_true", help="skip MCP servers")
+    p.add_argument("--session", metavar="ID", help="continue, replay or retry a session")
+    p.add_argument("--compact", action="store_true", help="compact the session locally, no model")
+    p.add_argument("--ack-interrupted", action="store_true", help="acknowledge uncertain calls")
+    p.add_argument("--list", action="store_true", help="list sessions")
+    p.add_argument("--sessions-dir", metavar="PATH", help="session storage (or JMP_SESSIONS_DIR)")
+    return p
+
+
+def _validate(args: argparse.Namespace) -> None:
+    """Every usage error, checked before anything is created."""
+    if args.list:
+        extra = [f for f in _RUN_FLAGS if getattr(args, f) not in (None, False)]
+        if extra:
+            named = ", ".join(
+                "a prompt" if f == "prompt" else "--" + f.replace("_", "-") for f in extra
+            )
+            raise UsageError(f"--list takes no run options (got {named})")
+        return
+    if args.prompt is not None and not args.prompt.strip():
+        raise UsageError("the prompt is empty")
+    for flag in ("compact", "ack_interrupted"):
+        if getattr(args, flag) and args.session is None:
+            raise UsageError(f"--{flag.replace('_', '-')} needs --session ID")
+    if args.compact and args.prompt is not None:
+        raise UsageError("--compact takes no prompt")
+    if args.prompt is None and args.session is None:
+        raise UsageError("nothing to do: give a task as the argument, or --session ID")
+    if args.workspace is not None:
+        ws = Path(args.workspace).expanduser()
+        if not ws.is_dir():
+            raise UsageError(f"--workspace {args.workspace} does not exist or is not a directory")
+    if args.session is not None:
+        _validate_session(args)
+
+
+def _validate_session(args: argparse.Namespace) -> None:
+    home = sessions_home(args.sessions_dir)
+    directory = home / args.session
+    if not is_session_id(args.session) or not (directory / "events.jsonl").is_file():
+        raise SessionNotFound(f"no session {args.session!r} in {home} (see jmp --list)")
+    if args.workspace is None:
+        return
+    try:
+        bound = Path(read_workspace(directory))
+    except (OSError, ValueError, KeyError, TypeError):
+        return  # opening the session will report what is wrong with its log
+    if Path(args.workspace).expanduser().resolve() != bound.resolve():
+        raise WorkspaceMismatch(
+            f"session {args.session} is bound to workspace {bound}; "
+            f"--workspace {args.workspace} differs"
+        )
+
+
+def _run(args: argparse.Namespace, printer: Printer) -> int:
+    from cli import run
+    from cli.options import Options
+
+    workspace = Path(args.workspace).expanduser().resolve() if args.workspace else None
+    options = Options(
+        prompt=args.prompt,
+        json=args.json,
+        workspace=workspace,
+        no_mcp=args.no_mcp,
+        session=args.session,
+        compact=args.compact,
+        ack_interrupted=args.ack_interrupted,
+        sessions_dir=args.sessions_dir,
+    )
+    return run.run(options, printer)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (0 completed/compacted/list, 2 otherwise)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    printer = Printer(json="--json" in argv)
+    session: str | None = None
+    try:
+        args = _parser().parse_args(argv)
+        session = args.session
+        _validate(args)
+        if args.list:
+            print_sessions(list_sessions(sessions_home(args.sessions_dir)), args.json)
+            return 0
+        return _run(args, printer)
+    except JmpError as exc:
+        return _fail(printer, exc, session, "error")
+    except KeyboardInterrupt:
+        return _fail(printer, UsageError("interrupted"), session, "cancelled")
+    except SystemExit as exc:  # --help and --version
+        return exc.code if isinstance(exc.code, int) else 0
+    except Exception as exc:  # a bug: still exit 2 with a result line, never a bare traceback
+        return _fail(printer, _internal(exc), session, "error")
+
+
+def _internal(exc: Exception) -> JmpError:
+    """An unexpected exception as a JmpError; its traceback only with JMP_DEBUG=1."""
+    from kernel.redact import Redactor
+
+    if os.environ.get("JMP_DEBUG") == "1":
+        import traceback
+
+        traceback.print_exc()
+    return JmpError(Redactor().text(f"internal error: {type(exc).__name__}: {exc}"))
+
+
+def _fail(printer: Printer, exc: JmpError, session: str | None, status: str) -> int:
+    printer.error(exc)
+    printer.result(
+        {"session_id": session, "status": status, "summary": str(exc), "session_dir": None}
+    )
+    return exc.exit_code
+
+
+def entry() -> None:
+    """Console script `jmp`."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

@@ -1,0 +1,131 @@
+"""What the CLI prints: JSON lines on stdout with --json, else a readable live view.
+
+Diagnostics go to stderr only. The protocol codec (msgspec) is imported on the first event, not
+at import, so that `--list` and usage errors start fast.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any, TextIO
+
+if TYPE_CHECKING:
+    from protocol.events import Event
+
+PREVIEW_LINES = 6
+PREVIEW_CHARS = 160
+
+
+class Printer:
+    """Prints events as they happen and the final result; safe to call from any thread."""
+
+    def __init__(self, json: bool, out: TextIO | None = None, err: TextIO | None = None) -> None:
+        self.json = json
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self._lock = threading.Lock()
+        self._progress = False  # an overwritable progress line is on screen
+        self._live = bool(getattr(self.out, "isatty", lambda: False)())
+
+    def event(self, event: Event) -> None:
+        """One persisted or transient event: a JSON line, or a line of the live view."""
+        with self._lock:
+            if self.json:
+                from protocol.codec import encode_event
+
+                self._write(encode_event(event).decode() + "\n")
+            elif event.kind in ("model_progress", "model_started"):
+                self._show_progress(event)
+            else:
+                text = render(event)
+                if text is not None:
+                    self._write(text + "\n")
+
+    def result(self, data: dict[str, Any]) -> None:
+        """The last line: `{"kind":"result",...}` with --json, else a one-line outcome."""
+        with self._lock:
+            if self.json:
+                message = {
+                    "version": 1,
+                    "session_id": data.get("session_id"),
+                    "seq": None,
+                    "time": time.time(),
+                    "kind": "result",
+                    "data": data,
+                }
+                self._write(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
+            elif data.get("status") != "error" and data.get("session_id"):
+                self._write(f"[{data.get('status')}] session {data['session_id']}\n")
+
+    def error(self, exc: BaseException) -> None:
+        """The error's message on stderr."""
+        with self._lock:
+            self._clear_progress()
+            self.err.write(f"jmp: error: {exc}\n")
+            self.err.flush()
+
+    def _show_progress(self, event: Event) -> None:
+        if not self._live:
+            return  # a pipe or file gets no carriage-return animation
+        data = event.data
+        chars = getattr(data, "characters", None)
+        what = f"{chars} characters" if chars is not None else "waiting"
+        self.out.write(f"\r\033[K  {data.stage} · {data.model or 'model'}: {what}…")
+        self.out.flush()
+        self._progress = True
+
+    def _clear_progress(self) -> None:
+        if self._progress:
+            self.out.write("\r\033[K")
+            self._progress = False
+
+    def _write(self, text: str) -> None:
+        self._clear_progress()
+        self.out.write(text)
+        self.out.flush()
+
+
+def render(event: Event) -> str | None:
+    """The live-view line(s) for one event, or None for events the view leaves out."""
+    d = event.data
+    match event.kind:
+        case "session":
+            return f"session {d.session_id} · workspace {d.workspace}"
+        case "user":
+            return f"> {_clip(d.text)}"
+        case "route" | "completion_review":
+            return f"{event.kind.replace('_', ' ')} → {d.choice} ({d.confidence:.2f})"
+        case "argument_offload":
+            return f"  arguments for {d.tool} built in code (no generation call)"
+        case "tool_started":
+            return f"▶ {d.tool} {_clip(d.target)}"
+        case "tool_finished":
+            return _tool_finished(d)
+        case "tool_uncertain":
+            ack = "acknowledged" if d.acknowledged else "not acknowledged"
+            return f"? {d.tool} {_clip(d.target)}: outcome unknown ({d.cause}, {ack})"
+        case "compaction":
+            return f"compacted for {d.audience} through seq {d.through} → {d.checkpoint}"
+        case "final":
+            return f"\n{d.summary}\n"
+        case "error":
+            return f"error in {d.stage}: {d.error_class}: {d.message}"
+        case "cleanup_warning":
+            return f"warning: {d.error_class} {d.message}".rstrip()
+    return None  # run_started, usage, unknown kinds
+
+
+def _tool_finished(d: Any) -> str:
+    mark = "✓" if d.status == "ok" else "✗"
+    code = "" if d.exit_code is None else f" exit {d.exit_code}"
+    head = f"  {mark} {d.tool} {d.status}{code}"
+    lines = [line[:PREVIEW_CHARS] for line in d.text.splitlines()[:PREVIEW_LINES]]
+    return "\n".join([head, *("    " + line for line in lines)])
+
+
+def _clip(text: str) -> str:
+    one = " ".join(str(text).split())
+    return one if len(one) <= PREVIEW_CHARS else one[: PREVIEW_CHARS - 1] + "…"
