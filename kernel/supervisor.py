@@ -1,0 +1,241 @@
+"""Kernel side of one worker subprocess: spawn, handshake, requests, death, cleanup.
+
+An I/O thread owns the ROUTER socket (zmq sockets are not thread-safe): it sends the kernel's
+heartbeats, records the worker's descendants, notices its exit within IO_TICK_S, and hands
+replies to the one waiting `request`. Whatever happens, `close()` leaves no process behind.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from kernel.errors import JmpError
+from kernel.proctree import TOKEN_ENV
+from kernel.wire import Death, WireThread
+from protocol.messages import Cancel, Failed, Progress, Ready, Shutdown
+
+log = logging.getLogger("jmp.supervisor")
+ROOT = Path(__file__).resolve().parent.parent
+CANCEL_GRACE_S = 2.0  # a cancelled request gets this long to answer before the kill
+SHUTDOWN_GRACE_S = 1.0
+IPC_PATH_MAX = 107  # sun_path is 108 bytes including the NUL
+
+
+class WorkerDied(JmpError):
+    """The worker process is gone (or was killed for hanging); its tree is gone too."""
+
+    def __init__(
+        self, kind: str, pid: int, exit_code: int | None, signal: int | None, reason: str = ""
+    ) -> None:
+        self.kind, self.pid, self.exit_code, self.signal = kind, pid, exit_code, signal
+        self.reason = reason
+        if signal is not None:
+            how = f"was killed by {_signame(signal)}"
+        else:
+            how = f"exited with status {exit_code}"
+        super().__init__(f"{kind} worker (pid {pid}) {how}" + (f" ({reason})" if reason else ""))
+
+
+class WorkerFailed(JmpError):
+    """The worker understood the request and refused or failed it."""
+
+    def __init__(self, code: str, detail: str, error_class: str = "") -> None:
+        self.code, self.detail, self.error_class = code, detail, error_class
+        super().__init__(f"{code}: {detail}")
+
+
+class Cancelled(JmpError):
+    """The request was cancelled and the worker confirmed it stopped."""
+
+
+def _signame(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name
+    except ValueError:
+        return f"signal {sig}"
+
+
+def make_runtime_dir() -> Path:
+    """A fresh private (0700) directory with a short path, for ipc:// sockets."""
+    return Path(tempfile.mkdtemp(prefix="jmp-", dir="/tmp"))
+
+
+class Worker:
+    """One worker subprocess and the socket to it. Not for concurrent requests."""
+
+    def __init__(
+        self,
+        kind: str,
+        runtime_dir: Path,
+        env: dict[str, str] | None = None,
+        argv: Sequence[str] = (),
+        *,
+        module: str | None = None,
+    ) -> None:
+        self.kind = kind
+        self.runtime_dir = Path(runtime_dir)
+        self.endpoint = f"ipc://{self.runtime_dir / kind}.sock"
+        if len(self.endpoint) - len("ipc://") > IPC_PATH_MAX:
+            raise ValueError(f"socket path too long for ipc:// ({self.endpoint})")
+        self.module = module or f"workers.{kind}"
+        self.env, self.argv = env, list(argv)
+        self.token = uuid.uuid4().hex
+        self.ready: Ready | None = None
+        self._wire: WireThread | None = None
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # --- lifecycle ------------------------------------------------------------
+
+    def start(self) -> None:
+        """Spawn the worker and return at once; the handshake completes in the background."""
+        if self._wire is not None:
+            raise RuntimeError(f"{self.kind} worker already started")
+        self.runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        env = {**os.environ, **(self.env or {})}
+        env.update(
+            {
+                TOKEN_ENV: self.token,
+                "JMP_KERNEL_PID": str(os.getpid()),
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "OPENHANDS_SUPPRESS_BANNER": "1",
+            }
+        )
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        argv = [sys.executable, "-m", self.module, self.endpoint, *self.argv]
+        self._wire = WireThread(self.kind, self.endpoint, argv, env, self.token)
+        self._wire.begin()
+
+    @property
+    def pid(self) -> int | None:
+        return self._wire.pid if self._wire else None
+
+    @property
+    def alive(self) -> bool:
+        """True while the process runs and has not been declared dead."""
+        return self._wire is not None and self._wire.death is None and not self._closed
+
+    def wait_ready(self, timeout_s: float = 120.0) -> Ready:
+        """Block until the worker's Ready; raises WorkerDied, or WorkerFailed on a bad handshake."""
+        wire = self._require()
+        if self.ready is not None:
+            return self.ready
+        deadline = time.monotonic() + timeout_s
+        while True:
+            msg = self._next(wire, deadline)
+            if msg is None:
+                raise WorkerFailed("timeout", f"{self.kind} worker not ready after {timeout_s} s")
+            if isinstance(msg, Ready):
+                self.ready = msg
+                return msg
+            if isinstance(msg, Failed) and msg.reply_to is None:
+                raise WorkerFailed(msg.code, msg.detail, msg.error_class)
+
+    def close(self) -> None:
+        """Ask the worker to exit, kill its whole tree after SHUTDOWN_GRACE_S; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        wire = self._wire
+        if wire is None:
+            return
+        if wire.death is None:
+            wire.post(Shutdown())
+            wire.wait_exit(SHUTDOWN_GRACE_S)
+        wire.stop()
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+    # --- requests -------------------------------------------------------------
+
+    def request(
+        self,
+        msg: Any,
+        on_progress: Callable[[Progress], None] | None = None,
+        cancel: threading.Event | None = None,
+        timeout_s: float | None = None,
+    ) -> Any:
+        """Send one request and return its reply; Failed raises WorkerFailed, death WorkerDied."""
+        with self._lock:
+            wire = self._require()
+            if self.ready is None:
+                self.wait_ready()
+            wire.drain()  # stale replies of an abandoned request must not answer this one
+            wire.post(msg)
+            return self._await_reply(wire, msg.id, on_progress, cancel, timeout_s)
+
+    def _await_reply(
+        self,
+        wire: WireThread,
+        ident: str,
+        on_progress: Any,
+        cancel: threading.Event | None,
+        timeout_s: float | None,
+    ) -> Any:
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            step = min(0.05, max(0.0, deadline - time.monotonic())) if deadline else 0.05
+            msg = self._next(wire, time.monotonic() + step if cancel else None)
+            if msg is not None and getattr(msg, "reply_to", None) == ident:
+                if isinstance(msg, Progress):
+                    if on_progress is not None:
+                        on_progress(msg)
+                    continue
+                return _unwrap(msg)
+            if cancel is not None and cancel.is_set():
+                return self._stop(wire, ident, "cancelled")
+            if deadline is not None and time.monotonic() >= deadline:
+                return self._stop(wire, ident, "timeout")
+
+    def _stop(self, wire: WireThread, ident: str, why: str) -> Any:
+        """Cancel the request; give it CANCEL_GRACE_S to answer, then kill the worker."""
+        wire.post(Cancel(id=ident))
+        deadline = time.monotonic() + CANCEL_GRACE_S
+        while (msg := self._next(wire, deadline)) is not None:
+            if getattr(msg, "reply_to", None) != ident or isinstance(msg, Progress):
+                continue
+            if isinstance(msg, Failed) and msg.code == "cancelled":
+                if why == "timeout":
+                    raise WorkerFailed("timeout", f"{self.kind} request timed out and stopped")
+                raise Cancelled(f"{self.kind} request {ident} cancelled")
+            return _unwrap(msg)
+        wire.kill(f"did not stop within {CANCEL_GRACE_S:g} s after {why}")
+        self._next(wire, time.monotonic() + 5.0)  # raises WorkerDied once the kill lands
+        raise AssertionError("unreachable: the worker was killed")
+
+    def _next(self, wire: WireThread, deadline: float | None) -> Any:
+        """The next message before `deadline` (None: wait), or None; raises WorkerDied."""
+        item = wire.get(None if deadline is None else max(0.0, deadline - time.monotonic()))
+        if isinstance(item, Death):
+            raise WorkerDied(self.kind, item.pid, item.exit_code, item.signal, item.reason)
+        return item
+
+    def _require(self) -> WireThread:
+        if self._wire is None or self._closed:
+            raise RuntimeError(f"{self.kind} worker is not running (start() it first)")
+        return self._wire
+
+
+def _unwrap(msg: Any) -> Any:
+    if isinstance(msg, Failed):
+        if msg.code == "cancelled":
+            raise Cancelled(msg.detail)
+        raise WorkerFailed(msg.code, msg.detail, msg.error_class)
+    return msg
+
+
+__all__ = ["Cancelled", "Worker", "WorkerDied", "WorkerFailed", "make_runtime_dir"]

@@ -1,0 +1,245 @@
+"""The I/O thread behind a `Worker`: spawns the process, owns its ROUTER socket, notices death.
+
+Only this thread touches the socket. Callers `post()` messages and `get()` replies through
+queues; a death arrives in the same queue as a `Death`, after the whole tree has been killed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import queue
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import zmq
+
+from kernel.proctree import TreeRecord
+from protocol.codec import UnsupportedVersion, decode_from_worker, encode_frame
+from protocol.messages import HEARTBEAT_MS, Failed, Heartbeat, Ready
+
+log = logging.getLogger("jmp.supervisor")
+IO_TICK_MS = 50  # how often the thread looks at the process when nothing arrives
+HUNG_S = 5.0  # a worker silent this long is wedged: kill it
+STARTUP_GRACE_S = 30.0  # first message may wait for a cold interpreter on a loaded machine
+RECORD_IDLE_S = 1.0  # descendants are recorded on every busy heartbeat, else this often
+_MAX_BAD_LOGS = 5
+
+
+@dataclass(frozen=True)
+class Death:
+    """The worker is gone and its tree was killed."""
+
+    pid: int
+    exit_code: int | None
+    signal: int | None
+    reason: str = ""
+
+
+class WireThread:
+    """Process + socket + queues for one worker."""
+
+    def __init__(
+        self, kind: str, endpoint: str, argv: list[str], env: dict[str, str], token: str
+    ) -> None:
+        self.kind, self.endpoint, self.argv, self.env, self.token = kind, endpoint, argv, env, token
+        self.inbox: queue.Queue[Any] = queue.Queue()
+        self.outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self.death: Death | None = None
+        self.pid: int | None = None
+        self._died = threading.Event()
+        self._spawned = threading.Event()
+        self._spawn_error: BaseException | None = None
+        self._stopping = False
+        self._kill_reason: str | None = None
+        self._identity: bytes | None = None
+        self._bad_frames = 0
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._thread = threading.Thread(target=self._run, daemon=True, name=f"wire-{kind}")
+
+    # --- caller side ----------------------------------------------------------
+
+    def begin(self) -> None:
+        """Start the thread; it spawns the process (PDEATHSIG follows the spawning thread)."""
+        self._thread.start()
+        self._spawned.wait()
+        if self._spawn_error is not None:
+            raise self._spawn_error
+
+    def post(self, msg: Any) -> None:
+        self.outbox.put(msg)
+        self._wake()
+
+    def get(self, timeout: float | None) -> Any:
+        """Next message or Death (sticky), None after `timeout` seconds."""
+        try:
+            item = self.inbox.get(timeout=timeout) if timeout != 0 else self.inbox.get_nowait()
+        except queue.Empty:
+            return None
+        if isinstance(item, Death):
+            self.inbox.put(item)  # every later call sees it too
+        return item
+
+    def drain(self) -> None:
+        while (item := self.get(0)) is not None:
+            if isinstance(item, Death):
+                return
+
+    def kill(self, reason: str) -> None:
+        self._kill_reason = reason
+        self._wake()
+
+    def wait_exit(self, timeout_s: float) -> bool:
+        return self._died.wait(timeout_s)
+
+    def stop(self) -> None:
+        """Kill whatever is left, reap, close the socket and terminate the context."""
+        self._stopping = True
+        self._wake()
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+
+    # --- the thread -----------------------------------------------------------
+
+    def _run(self) -> None:
+        ctx = zmq.Context()
+        sock = ctx.socket(zmq.ROUTER)
+        sock.setsockopt(zmq.LINGER, 0)
+        try:
+            sock.bind(self.endpoint)
+            proc = subprocess.Popen(
+                self.argv, stdin=subprocess.DEVNULL, env=self.env, start_new_session=True
+            )
+        except BaseException as exc:
+            self._spawn_error = exc
+            self._spawned.set()
+            sock.close()
+            ctx.term()
+            return
+        self.pid = proc.pid
+        self._spawned.set()
+        tree = TreeRecord(proc.pid, self.token)
+        try:
+            self._loop(sock, proc, tree)
+        finally:
+            if self.death is None:
+                self._bury(proc, tree, "closed by the kernel")
+            sock.close()
+            ctx.term()
+            path = self.endpoint.removeprefix("ipc://")
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    def _loop(self, sock: zmq.Socket, proc: subprocess.Popen[bytes], tree: TreeRecord) -> None:
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        poller.register(self._wake_r, zmq.POLLIN)
+        pending: list[Any] = []
+        last_heard = last_record = next_beat = time.monotonic()
+        heard_any = False
+        while not self._stopping:
+            ready = dict(poller.poll(IO_TICK_MS))
+            if self._wake_r in ready:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._wake_r, 4096)
+            while sock in ready and sock.poll(0):
+                busy = self._receive(sock, proc.pid)
+                if busy is not None:
+                    heard_any, last_heard = True, time.monotonic()
+                    if busy or time.monotonic() - last_record > RECORD_IDLE_S:
+                        tree.record()
+                        last_record = time.monotonic()
+            self._send_posted(sock, pending)
+            now = time.monotonic()
+            if now >= next_beat and self._identity is not None:
+                sock.send_multipart([self._identity, encode_frame(Heartbeat(pid=os.getpid()))])
+                next_beat = now + HEARTBEAT_MS / 1000
+            if _exited(proc.pid):
+                self._bury(proc, tree, "")
+                return
+            silent = now - last_heard
+            if self._kill_reason is None and silent > (HUNG_S if heard_any else STARTUP_GRACE_S):
+                self._kill_reason = f"no heartbeat for {silent:.1f} s"
+            if self._kill_reason is not None:
+                self._bury(proc, tree, self._kill_reason)
+                return
+
+    def _send_posted(self, sock: zmq.Socket, pending: list[Any]) -> None:
+        while True:
+            try:
+                pending.append(self.outbox.get_nowait())
+            except queue.Empty:
+                break
+        if self._identity is None:
+            return  # held until the worker has said who it is
+        for msg in pending:
+            sock.send_multipart([self._identity, encode_frame(msg)])
+        pending.clear()
+
+    def _receive(self, sock: zmq.Socket, pid: int) -> bool | None:
+        """Take one frame: None if not from our worker; else whether it says it is busy."""
+        parts = sock.recv_multipart()
+        if len(parts) != 2:
+            return self._drop(f"{len(parts)}-part message")
+        ident, buf = parts
+        try:
+            msg = decode_from_worker(buf)
+        except UnsupportedVersion as exc:
+            if self._identity is None:  # the handshake itself failed: tell wait_ready
+                self.inbox.put(Failed(reply_to=None, code="unsupported_version", detail=str(exc)))
+            return self._drop(str(exc))
+        except (msgspec.DecodeError, ValueError, TypeError) as exc:
+            return self._drop(str(exc))
+        if self._identity is None and isinstance(msg, Ready | Heartbeat) and msg.pid == pid:
+            self._identity = ident
+        if ident != self._identity:
+            return self._drop(f"{type(msg).__name__} from an unknown peer")
+        if isinstance(msg, Heartbeat):
+            return msg.busy is not None
+        if isinstance(msg, Failed) and msg.reply_to is None and self._ready_seen:
+            return self._drop(f"worker reported: {msg.code}: {msg.detail}") or False
+        if isinstance(msg, Ready):
+            self._ready_seen = True
+        self.inbox.put(msg)
+        return False
+
+    _ready_seen = False
+
+    def _drop(self, why: str) -> None:
+        self._bad_frames += 1
+        if self._bad_frames <= _MAX_BAD_LOGS:
+            log.warning("%s worker: dropped a frame: %s", self.kind, why)
+        elif self._bad_frames == _MAX_BAD_LOGS + 1:
+            log.warning("%s worker: dropping further bad frames silently", self.kind)
+        return None
+
+    def _bury(self, proc: subprocess.Popen[bytes], tree: TreeRecord, reason: str) -> None:
+        """Kill the tree while the (possibly zombie) root still pins its pid, then reap."""
+        tree.kill_all()
+        code = proc.wait()
+        self.death = Death(
+            proc.pid, code if code >= 0 else None, -code if code < 0 else None, reason
+        )
+        self.inbox.put(self.death)
+        self._died.set()
+
+
+def _exited(pid: int) -> bool:
+    """Has the child exited? Leaves it unreaped, so its pid cannot be reused yet."""
+    try:
+        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except ChildProcessError:
+        return True
