@@ -1,0 +1,232 @@
+"""The generator worker: Flash through the official openai SDK, always streamed.
+
+With a tool schema, Flash must call exactly one function, `selected_action`, and the reply carries
+its parsed arguments; without one, the reply is streamed prose. Runnable as
+`python -m workers.generator ENDPOINT`. Settings: FLASH_API_KEY (or DEEPSEEK_API_KEY),
+FLASH_BASE_URL (default https://api.deepseek.com), FLASH_MODEL (default deepseek-v4-flash).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlparse
+
+import httpx
+import openai
+
+from protocol.messages import Failed, Generate, Generated, ModelUsage, Msg, Progress
+from workers.calls import Cancelled, redact, stream_cancellable
+
+DEFAULT_BASE_URL = "https://api.deepseek.com"
+DEFAULT_MODEL = "deepseek-v4-flash"
+TOOL_NAME = "selected_action"
+MAX_RETRIES = 2  # modest: the run is resumable, a long silent retry loop is not
+# read bounds the wait between chunks (providers send keep-alives while queued)
+TIMEOUT = httpx.Timeout(connect=10.0, read=90.0, write=30.0, pool=10.0)
+PROGRESS_EVERY_S = 0.1
+
+
+@dataclass(frozen=True)
+class FlashSettings:
+    """What the generator needs from the environment. The key never leaves this process."""
+
+    api_key: str = field(repr=False)
+    base_url: str = DEFAULT_BASE_URL
+    model: str = DEFAULT_MODEL
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> FlashSettings:
+        env = os.environ if env is None else env
+        key = env.get("FLASH_API_KEY") or env.get("DEEPSEEK_API_KEY") or ""
+        return cls(
+            api_key=key.strip(),
+            base_url=(env.get("FLASH_BASE_URL") or DEFAULT_BASE_URL).rstrip("/"),
+            model=env.get("FLASH_MODEL") or DEFAULT_MODEL,
+        )
+
+    @property
+    def provider(self) -> str:
+        """A provider name for usage records, from the base URL's host."""
+        host = urlparse(self.base_url).hostname or ""
+        for name in ("deepseek", "openai"):
+            if host == f"{name}.com" or host.endswith(f".{name}.com"):
+                return name
+        return "openai-compatible"
+
+
+def request_kwargs(request: Generate, model: str) -> dict[str, Any]:
+    """The chat.completions.create arguments: streamed, thinking off, at most one forced tool."""
+    kwargs: dict[str, Any] = {
+        "model": model,
+        "messages": [{"role": m.role, "content": m.content} for m in request.messages],
+        "stream": True,
+        "stream_options": {"include_usage": True},
+        # DeepSeek's switch; other OpenAI-compatible servers ignore unknown body fields.
+        "extra_body": {"thinking": {"type": "disabled"}},
+    }
+    if request.tool_schema is not None:
+        function = {
+            "name": TOOL_NAME,
+            "description": request.tool_description,
+            "parameters": request.tool_schema,
+        }
+        kwargs["tools"] = [{"type": "function", "function": function}]
+        kwargs["tool_choice"] = {"type": "function", "function": {"name": TOOL_NAME}}
+        kwargs["parallel_tool_calls"] = False
+    return kwargs
+
+
+class Stream:
+    """What a streamed reply has said so far: text or the first tool call's argument text."""
+
+    def __init__(self, tool: bool) -> None:
+        self.tool = tool
+        self.parts: list[str] = []
+        self.characters = 0
+        self.tool_name: str | None = None
+        self.called = False
+        self.finish_reason: str | None = None
+        self.model: str | None = None
+        self.usage: dict[str, Any] = {}
+
+    def add(self, chunk: Any) -> None:
+        """Fold one ChatCompletionChunk in."""
+        self.model = chunk.model or self.model
+        if chunk.usage is not None:
+            self.usage = chunk.usage.model_dump(exclude_none=True)
+        for choice in chunk.choices or ():
+            self.finish_reason = choice.finish_reason or self.finish_reason
+            if self.tool:
+                self._add_calls(choice.delta.tool_calls or ())
+            elif choice.delta.content:
+                self._append(choice.delta.content)
+
+    def _add_calls(self, calls: Any) -> None:
+        for call in calls:
+            if call.index not in (0, None):
+                continue  # parallel calls are off; a stray second call is not ours to run
+            self.called = True
+            function = call.function
+            if function is not None:
+                self.tool_name = function.name or self.tool_name
+                if function.arguments:
+                    self._append(function.arguments)
+
+    def _append(self, text: str) -> None:
+        self.parts.append(text)
+        self.characters += len(text)
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
+
+
+def parse_arguments(stream: Stream) -> dict[str, Any] | str:
+    """The tool call's arguments as an object, or why they are unusable."""
+    if not stream.called:
+        return f"the model made no {TOOL_NAME} call (finish_reason {stream.finish_reason!r})"
+    if stream.tool_name not in (None, TOOL_NAME):
+        return f"the model called {stream.tool_name!r}, not {TOOL_NAME!r}"
+    try:
+        value = json.loads(stream.text or "")
+    except json.JSONDecodeError as exc:
+        why = f"{exc.msg} at character {exc.pos} of {stream.characters}"
+        return f"{TOOL_NAME} arguments are not valid JSON ({why})"
+    if not isinstance(value, dict):
+        return f"{TOOL_NAME} arguments are a JSON {type(value).__name__}, not an object"
+    return value
+
+
+class GeneratorHandler:
+    """`handler(request, send, cancel) -> reply` for the generator worker."""
+
+    def __init__(self, settings: FlashSettings) -> None:
+        self.settings = settings
+        self.client: openai.OpenAI | None = None
+        self.startup_error = ""
+        if not settings.api_key:
+            self.startup_error = "FLASH_API_KEY (or DEEPSEEK_API_KEY) is not set"
+            return
+        self.client = openai.OpenAI(
+            api_key=settings.api_key,
+            base_url=settings.base_url,
+            max_retries=MAX_RETRIES,
+            timeout=TIMEOUT,
+        )
+
+    def __call__(self, request: Msg, send: Callable[[Msg], None], cancel: threading.Event) -> Msg:
+        if not isinstance(request, Generate):
+            name = type(request).__name__
+            return Failed(reply_to=getattr(request, "id", None), code="bad_request", detail=name)
+        if self.client is None:
+            return Failed(reply_to=request.id, code="provider", detail=self.startup_error)
+        return self.generate(request, send, cancel)
+
+    def generate(
+        self, request: Generate, send: Callable[[Msg], None], cancel: threading.Event
+    ) -> Msg:
+        """Stream one completion; Progress carries character counts only, never the text."""
+        client = self.client
+        assert client is not None
+        kwargs = request_kwargs(request, self.settings.model)
+        stream = Stream(tool=request.tool_schema is not None)
+        started, last_progress = time.monotonic(), float("-inf")
+        try:
+            chunks = stream_cancellable(lambda: client.chat.completions.create(**kwargs), cancel)
+            for chunk in chunks:
+                stream.add(chunk)
+                now = time.monotonic()
+                if stream.characters and now - last_progress >= PROGRESS_EVERY_S:
+                    last_progress = now
+                    send(
+                        Progress(
+                            reply_to=request.id, stage=request.stage, characters=stream.characters
+                        )
+                    )
+        except Cancelled:
+            return Failed(reply_to=request.id, code="cancelled", detail="cancelled while streaming")
+        except (openai.OpenAIError, httpx.HTTPError, OSError, ValueError) as exc:
+            return self._provider_failed(request, exc)
+        return self._reply(request, stream, time.monotonic() - started)
+
+    def _provider_failed(self, request: Generate, exc: BaseException) -> Failed:
+        detail = redact(str(exc) or repr(exc), self.settings.api_key)
+        return Failed(
+            reply_to=request.id, code="provider", detail=detail, error_class=type(exc).__name__
+        )
+
+    def _reply(self, request: Generate, stream: Stream, seconds: float) -> Msg:
+        if stream.finish_reason is None:  # the body ended without the model finishing
+            detail = f"the stream ended early after {stream.characters} characters"
+            return Failed(
+                reply_to=request.id, code="provider", detail=detail, error_class="StreamCut"
+            )
+        usage = ModelUsage(
+            provider=self.settings.provider,
+            model=stream.model or self.settings.model,
+            seconds=round(seconds, 6),
+            usage=stream.usage,
+        )
+        if not stream.tool:
+            return Generated(reply_to=request.id, usage=usage, text=stream.text)
+        arguments = parse_arguments(stream)
+        if isinstance(arguments, str):
+            return Failed(reply_to=request.id, code="invalid_arguments", detail=arguments)
+        return Generated(reply_to=request.id, usage=usage, arguments=arguments)
+
+
+def main() -> None:
+    """`python -m workers.generator ENDPOINT`: serve until Shutdown or the kernel is gone."""
+    from workers.base import main_for  # late: the handler is testable without the loop
+
+    main_for("generator", lambda _argv: GeneratorHandler(FlashSettings.from_env()))
+
+
+if __name__ == "__main__":
+    main()
