@@ -1,0 +1,214 @@
+"""MCP server configuration: read `{"mcpServers": {...}}` once, validate it, collect secrets.
+
+The kernel never talks MCP itself: it validates the file, adds the env and header values to the
+redactor's known credentials, and hands the normalized JSON to the tool worker (JMP_MCP_SERVERS).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import msgspec
+
+from kernel.errors import ConfigError
+
+PROJECT = Path(__file__).resolve().parent.parent
+DEFAULT_PATH = PROJECT / ".jmp" / "mcp.json"
+ENV_PATH = "JMP_MCP_CONFIG"
+ENV_SERVERS = "JMP_MCP_SERVERS"  # the tool worker reads the normalized config from here
+
+Transport = Literal["sse", "streamable-http", "http"]
+_TRANSPORTS = ("sse", "streamable-http", "http")
+_STDIO_FIELDS = frozenset({"command", "args", "env", "cwd", "type"})
+_REMOTE_FIELDS = frozenset({"url", "headers", "transport", "type"})
+# Flag-like env values ("1", "true", "info") would turn every occurrence in a log into a
+# redaction marker without protecting anything; everything else counts as a credential.
+_NOT_SECRET = frozenset(
+    {"true", "false", "yes", "no", "on", "off", "none", "null", "debug", "info", "warn", "error"}
+)
+_MIN_SECRET_CHARS = 4
+
+
+class StdioServer(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A server the tool worker starts as its own child and speaks to over stdin/stdout."""
+
+    command: str
+    args: list[str] = msgspec.field(default_factory=list)
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    cwd: str | None = None
+
+
+class RemoteServer(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True):
+    """A server reached over HTTP (streamable HTTP or SSE)."""
+
+    url: str
+    headers: dict[str, str] = msgspec.field(default_factory=dict)
+    transport: Transport | None = None
+
+
+ServerConfig = StdioServer | RemoteServer
+
+
+class McpServers:
+    """The validated servers of one config file; false when there are none."""
+
+    def __init__(self, servers: dict[str, ServerConfig], path: Path | None) -> None:
+        self.servers = servers
+        self.path = path
+
+    @property
+    def secrets(self) -> list[str]:
+        """Every env and header value worth redacting (credentials live there)."""
+        found: list[str] = []
+        for server in self.servers.values():
+            values = server.env if isinstance(server, StdioServer) else server.headers
+            for value in values.values():
+                found.extend(_secret_parts(value))
+        return sorted(set(found))
+
+    def to_json(self) -> str:
+        """The `{"mcpServers": ...}` JSON for the tool worker (contains the secrets)."""
+        return msgspec.json.encode({"mcpServers": self.servers}).decode()
+
+    def __bool__(self) -> bool:
+        return bool(self.servers)
+
+    def __len__(self) -> int:
+        return len(self.servers)
+
+    def __repr__(self) -> str:  # never show env or header values
+        return f"McpServers(path={self.path}, servers={sorted(self.servers)})"
+
+
+def load_servers(path: str | Path | None = None, *, enabled: bool = True) -> McpServers:
+    """Read and validate the MCP config; raises ConfigError naming the file and field."""
+    if not enabled:
+        return McpServers({}, None)
+    explicit = path is not None or bool(os.environ.get(ENV_PATH))
+    chosen = Path(path if path is not None else os.environ.get(ENV_PATH) or DEFAULT_PATH)
+    try:
+        raw = chosen.read_bytes()
+    except FileNotFoundError:
+        if explicit:
+            raise ConfigError(f"MCP config {chosen} does not exist") from None
+        return McpServers({}, None)
+    except OSError as exc:
+        raise ConfigError(f"MCP config {chosen} cannot be read: {exc.strerror}") from None
+    try:
+        document = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"MCP config {chosen} is not valid JSON: {exc}") from None
+    try:
+        servers = parse_servers(document)
+    except _Invalid as exc:
+        raise ConfigError(f"MCP config {chosen}: {exc}") from None
+    return McpServers(servers, chosen)
+
+
+def parse_servers(document: object) -> dict[str, ServerConfig]:
+    """Validate a decoded `{"mcpServers": {...}}` document; raises _Invalid with a field path."""
+    top = _mapping(document, "(top level)")
+    _no_unknown(top, frozenset({"mcpServers"}), "")
+    if "mcpServers" not in top:
+        raise _Invalid("mcpServers: required field is missing")
+    entries = _mapping(top["mcpServers"], "mcpServers")
+    servers: dict[str, ServerConfig] = {}
+    for name, entry in entries.items():
+        where = f"mcpServers.{name}"
+        if not name.strip():
+            raise _Invalid(f"{where}: server name must not be empty")
+        servers[name] = _server(_mapping(entry, where), where)
+    return servers
+
+
+class _Invalid(ValueError):
+    """A config field is wrong; the message starts with its path."""
+
+
+def _server(entry: dict[str, Any], where: str) -> ServerConfig:
+    if "command" in entry and "url" in entry:
+        raise _Invalid(f"{where}: give either command (stdio) or url (remote), not both")
+    if "command" in entry:
+        return _stdio(entry, where)
+    if "url" in entry:
+        return _remote(entry, where)
+    raise _Invalid(f"{where}: missing command (stdio server) or url (remote server)")
+
+
+def _stdio(entry: dict[str, Any], where: str) -> StdioServer:
+    _no_unknown(entry, _STDIO_FIELDS, where)
+    if entry.get("type", "stdio") != "stdio":
+        raise _Invalid(f'{where}.type: expected "stdio" for a server with a command')
+    command = _string(entry["command"], f"{where}.command")
+    if not command.strip():
+        raise _Invalid(f"{where}.command: must not be empty")
+    args = entry.get("args", [])
+    if not isinstance(args, list):
+        raise _Invalid(f"{where}.args: expected a list of str")
+    cwd = entry.get("cwd")
+    return StdioServer(
+        command=command,
+        args=[_string(arg, f"{where}.args[{i}]") for i, arg in enumerate(args)],
+        env=_string_map(entry.get("env", {}), f"{where}.env"),
+        cwd=None if cwd is None else _string(cwd, f"{where}.cwd"),
+    )
+
+
+def _remote(entry: dict[str, Any], where: str) -> RemoteServer:
+    _no_unknown(entry, _REMOTE_FIELDS, where)
+    url = _string(entry["url"], f"{where}.url")
+    if not url.startswith(("http://", "https://")):
+        raise _Invalid(f"{where}.url: expected an http:// or https:// URL")
+    transport = entry.get("transport", entry.get("type"))
+    field = "transport" if "transport" in entry else "type"
+    if transport is not None and transport not in _TRANSPORTS:
+        raise _Invalid(f"{where}.{field}: expected one of {', '.join(_TRANSPORTS)}")
+    return RemoteServer(
+        url=url,
+        headers=_string_map(entry.get("headers", {}), f"{where}.headers"),
+        transport=transport,
+    )
+
+
+def _mapping(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _Invalid(f"{where}: expected an object, got {_kind(value)}")
+    return value
+
+
+def _string(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(f"{where}: expected str, got {_kind(value)}")
+    return value
+
+
+def _string_map(value: object, where: str) -> dict[str, str]:
+    mapping = _mapping(value, where)
+    return {key: _string(item, f"{where}.{key}") for key, item in mapping.items()}
+
+
+def _no_unknown(entry: dict[str, Any], known: frozenset[str], where: str) -> None:
+    for key in entry:
+        if key not in known:
+            allowed = ", ".join(sorted(known))
+            path = f"{where}.{key}" if where else key
+            raise _Invalid(f"{path}: unknown field (allowed: {allowed})")
+
+
+def _kind(value: object) -> str:
+    names = {dict: "object", list: "list", str: "str", bool: "bool", type(None): "null"}
+    return names.get(type(value), type(value).__name__)
+
+
+def _secret_parts(value: str) -> list[str]:
+    """The value itself, and the token after an auth scheme ("Bearer abc" -> "abc")."""
+    if len(value) < _MIN_SECRET_CHARS or value.strip().lower() in _NOT_SECRET:
+        return []
+    parts = [value]
+    scheme, _, token = value.partition(" ")
+    if token and scheme.lower() in {"bearer", "basic", "token", "apikey"}:
+        parts.extend(_secret_parts(token.strip()))
+    return parts

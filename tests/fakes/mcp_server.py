@@ -1,0 +1,151 @@
+"""A real stdio MCP server (the `mcp` SDK's low-level Server) whose tools misbehave on request.
+
+    python tests/fakes/mcp_server.py [--prefix P] [--count N] [--fail-start] [--pid-file PATH]
+
+Default tools (each name gets the prefix): echo, add, ping (closed empty schema), mode (const-only
+schema), fail (an isError result inside a successful response), slow (sleeps `seconds`), crash (the
+server exits mid-call), getenv (reads one variable of the server's environment).
+`--count N` serves N generated tools `tool_0000`... instead. `--fail-start` exits before speaking.
+`--pid-file` writes the server's pid once it serves (tests find the process by it).
+Env FAKE_MCP_SLOW_MARK=PATH: the slow tool creates PATH when it starts sleeping.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+ECHO_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "text": {"type": "string", "description": "what to echo"},
+        "times": {"type": "integer", "minimum": 1, "default": 1},
+    },
+    "required": ["text"],
+    "additionalProperties": False,
+}
+ADD_SCHEMA = {
+    "type": "object",
+    "properties": {"a": {"type": "number"}, "b": {"type": "number"}},
+    "required": ["a", "b"],
+}
+PING_SCHEMA = {"type": "object", "properties": {}, "additionalProperties": False}
+MODE_SCHEMA = {
+    "type": "object",
+    "properties": {"mode": {"const": "all"}, "depth": {"type": "integer", "enum": [2]}},
+    "required": ["mode", "depth"],
+    "additionalProperties": False,
+}
+SECONDS_SCHEMA = {
+    "type": "object",
+    "properties": {"seconds": {"type": "number", "minimum": 0}},
+    "required": ["seconds"],
+}
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
+
+DEFAULT_TOOLS = {
+    "echo": ("Echo the text back, `times` times.", ECHO_SCHEMA),
+    "add": ("Add two numbers.", ADD_SCHEMA),
+    "ping": ("Answer pong. Takes no arguments.", PING_SCHEMA),
+    "mode": ("Report the fixed mode.", MODE_SCHEMA),
+    "fail": ("Always answer with an application error.", EMPTY_SCHEMA),
+    "slow": ("Sleep for `seconds`, then answer.", SECONDS_SCHEMA),
+    "crash": ("Kill the server in the middle of the call.", EMPTY_SCHEMA),
+    "getenv": ("Read a variable of the server's environment.", NAME_SCHEMA),
+}
+
+
+def tool_table(prefix: str, count: int | None) -> dict[str, tuple[str, dict[str, Any]]]:
+    """The tools this server advertises: name -> (description, input schema)."""
+    if count is not None:
+        return {
+            f"{prefix}tool_{i:04d}": (f"Generated tool {i}.", EMPTY_SCHEMA) for i in range(count)
+        }
+    return {prefix + name: spec for name, spec in DEFAULT_TOOLS.items()}
+
+
+async def run_tool(kind: str, arguments: dict[str, Any]) -> types.CallToolResult:
+    """Do what the tool named `kind` does (the prefix is already stripped)."""
+    if kind == "echo":
+        return _text(" ".join([arguments["text"]] * arguments.get("times", 1)))
+    if kind == "add":
+        return _text(str(arguments["a"] + arguments["b"]))
+    if kind == "ping":
+        return _text("pong")
+    if kind == "mode":
+        return _text(f"mode={arguments['mode']} depth={arguments['depth']}")
+    if kind == "fail":
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text="boom: the widget is jammed")],
+            isError=True,
+        )
+    if kind == "slow":
+        mark = os.environ.get("FAKE_MCP_SLOW_MARK")
+        if mark:
+            Path(mark).write_text(str(os.getpid()))
+        await anyio.sleep(arguments["seconds"])
+        return _text(f"slept {arguments['seconds']}")
+    if kind == "crash":
+        sys.stderr.write("fake mcp server: crashing on purpose\n")
+        os._exit(17)
+    if kind == "getenv":
+        return _text(os.environ.get(arguments["name"], "<unset>"))
+    return _text(f"{kind} done")
+
+
+def _text(text: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)])
+
+
+def build(prefix: str, count: int | None) -> Server:
+    """A low-level server, so the advertised input schemas are exactly ours."""
+    table = tool_table(prefix, count)
+    server: Server = Server("fake-mcp")
+
+    @server.list_tools()
+    async def list_tools() -> list[types.Tool]:
+        return [
+            types.Tool(name=name, description=desc, inputSchema=schema)
+            for name, (desc, schema) in table.items()
+        ]
+
+    @server.call_tool()
+    async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
+        kind = name.removeprefix(prefix) if count is None else "generated"
+        return await run_tool(kind, arguments or {})
+
+    return server
+
+
+async def serve(server: Server) -> None:
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--prefix", default="")
+    parser.add_argument("--count", type=int, default=None)
+    parser.add_argument("--fail-start", action="store_true")
+    parser.add_argument("--pid-file", default=None)
+    options = parser.parse_args()
+    if options.fail_start:
+        sys.stderr.write("fake mcp server: refusing to start\n")
+        return 3
+    if options.pid_file:
+        Path(options.pid_file).write_text(str(os.getpid()))
+    anyio.run(serve, build(options.prefix, options.count))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
