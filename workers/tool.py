@@ -1,0 +1,304 @@
+"""The tool worker: OpenHands FileEditorExecutor and TerminalExecutor (and MCP tools), confined.
+
+`python -m workers.tool ENDPOINT --workspace DIR --terminal-dir DIR`. OpenHands is imported in
+`setup` (slow), so the kernel keeps working while this worker warms up. Every path is resolved
+inside the workspace; anything else is `invalid_arguments` before any effect.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import re
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from protocol.messages import (
+    ListTools,
+    RunTool,
+    ToolList,
+    ToolResult,
+    ToolSpec,
+    Validate,
+    Validated,
+)
+from workers.base import RequestFailed, main_for
+
+INTERRUPT_GRACE_S = 1.0  # after C-c, the command's processes get this long before SIGKILL
+_ANSI = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, bracketed-paste toggles
+    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: titles, hyperlinks
+    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
+    r"|[\x00-\x08\x0b-\x1f\x7f]"  # remaining control characters except \t and \n
+)
+
+# tool -> (native command fixed by the tool, argument names offered, required names)
+SLICES: dict[str, tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {
+    "read": ("view", ("path", "view_range"), ("path",)),
+    "write": ("create", ("path", "file_text"), ("path", "file_text")),
+    "edit": (None, ("command", "path", "old_str", "new_str", "insert_line"), ("command", "path")),
+    "bash": (None, ("command", "is_input", "timeout"), ("command",)),
+}
+DESCRIPTIONS = {
+    "read": "Show a text file with line numbers (optionally only view_range [first, last], "
+    "1-based, last -1 = end of file), or list a directory up to two levels deep.",
+    "write": "Create a new file with the given content. Refused if the file already exists.",
+    "edit": "Change an existing file: `str_replace` replaces old_str, which must match exactly "
+    "once, with new_str; `insert` inserts new_str after line insert_line (0 = at the top).",
+    "bash": "Run one shell command in a persistent bash session whose working directory starts "
+    "at the workspace. exit_code -1 means the command is still running.",
+}
+PATH_DESCRIPTION = "Path of the file or directory: absolute, or relative to the workspace."
+
+
+def strip_ansi(text: str) -> str:
+    """Terminal output as plain text: escape sequences and control characters removed."""
+    return _ANSI.sub("", text.replace("\r\n", "\n"))
+
+
+def confine(workspace: Path, raw: Any) -> str:
+    """The absolute, resolved form of `raw`; raises invalid_arguments outside the workspace."""
+    if not isinstance(raw, str) or not raw.strip():
+        raise RequestFailed("invalid_arguments", "path must be a non-empty string")
+    path = Path(raw) if os.path.isabs(raw) else workspace / raw
+    resolved = path.resolve()
+    if resolved != workspace and workspace not in resolved.parents:
+        raise RequestFailed(
+            "invalid_arguments", f"path {raw!r} is outside the workspace {workspace}"
+        )
+    return str(resolved)
+
+
+class ToolWorker:
+    """Handler of the tool worker: ListTools, Validate and RunTool."""
+
+    def __init__(self, argv: list[str]) -> None:
+        parser = argparse.ArgumentParser(prog="python -m workers.tool ENDPOINT")
+        parser.add_argument("--workspace", default=os.getcwd())
+        parser.add_argument("--terminal-dir", default=None)
+        args = parser.parse_args(argv)
+        self.workspace = Path(args.workspace).resolve()
+        self.terminal_dir = args.terminal_dir
+        self.models: dict[str, Any] = {}
+        self.specs: list[ToolSpec] = []
+        self.mcp: Any = None
+        self.mcp_failed: dict[str, str] = {}
+
+    # --- setup ----------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Import OpenHands, start the editor, the subprocess terminal and MCP servers."""
+        quiet = "LOG_LEVEL" not in os.environ
+        if quiet:  # OpenHands logs INFO lines to stderr at import; keep the user's stderr clean
+            os.environ["LOG_LEVEL"] = "WARNING"
+        from openhands.tools.file_editor.definition import FileEditorAction
+        from openhands.tools.file_editor.impl import FileEditorExecutor
+        from openhands.tools.terminal.definition import TerminalAction
+
+        if quiet:
+            os.environ.pop("LOG_LEVEL", None)
+        self.models = {"read": FileEditorAction, "write": FileEditorAction}
+        self.models |= {"edit": FileEditorAction, "bash": TerminalAction}
+        self.editor = FileEditorExecutor(workspace_root=str(self.workspace))
+        self.terminal = self._new_terminal()
+        self.specs = [self._spec(name) for name in SLICES]
+        self._start_mcp()
+
+    def _new_terminal(self) -> Any:
+        from openhands.tools.terminal.impl import TerminalExecutor
+
+        if self.terminal_dir:
+            Path(self.terminal_dir).mkdir(parents=True, exist_ok=True)
+        return TerminalExecutor(
+            working_dir=str(self.workspace),
+            terminal_type="subprocess",  # never tmux: its server would outlive our tree
+            full_output_save_dir=self.terminal_dir,
+        )
+
+    def _spec(self, name: str) -> ToolSpec:
+        """A slice of the native action's JSON schema: only the offered fields."""
+        _fixed, fields, required = SLICES[name]
+        full = self.models[name].model_json_schema()
+        props = {field: dict(full["properties"][field]) for field in fields}
+        if "path" in props:
+            props["path"]["description"] = PATH_DESCRIPTION
+        if name == "edit":
+            props["command"]["enum"] = ["str_replace", "insert"]
+            props["command"]["description"] = "`str_replace` or `insert`."
+        schema = {
+            "type": "object",
+            "properties": props,
+            "required": list(required),
+            "additionalProperties": False,
+        }
+        return ToolSpec(name=name, description=DESCRIPTIONS[name], parameters=schema)
+
+    def _start_mcp(self) -> None:
+        config = os.environ.get("JMP_MCP_SERVERS", "").strip()
+        if not config:
+            return
+        try:
+            from workers import mcp  # written separately; absent means no MCP tools
+        except ImportError as exc:
+            print(f"tool worker: MCP unavailable ({exc})", file=sys.stderr)
+            return
+        self.mcp = mcp.start_toolset(json.loads(config))
+        self.mcp_failed = dict(self.mcp.failed)
+
+    # --- requests -------------------------------------------------------------
+
+    def __call__(self, msg: Any, send: Any, cancel: threading.Event) -> Any:
+        match msg:
+            case ListTools():
+                mcp_specs = list(self.mcp.specs) if self.mcp else []
+                return ToolList(
+                    reply_to=msg.id, tools=self.specs + mcp_specs, failed_servers=self.mcp_failed
+                )
+            case Validate():
+                arguments, target = self.validate(msg.tool, msg.arguments)
+                return Validated(reply_to=msg.id, arguments=arguments, target=target)
+            case RunTool():
+                return self.run(msg, cancel)
+        raise RequestFailed("bad_request", f"the tool worker does not serve {type(msg).__name__}")
+
+    def validate(self, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """Normalized arguments and target, or RequestFailed(invalid_arguments / unknown_tool)."""
+        if tool.startswith("mcp.") and self.mcp is not None:
+            try:
+                args, target = self.mcp.validate(tool, arguments)
+            except ValueError as exc:
+                raise RequestFailed("invalid_arguments", str(exc)) from exc
+            return dict(args), str(target)
+        action = self._action(tool, arguments)
+        fields = SLICES[tool][1]
+        normal = {k: v for k, v in action.model_dump().items() if k in fields}
+        normal = {k: v for k, v in normal.items() if v is not None or k in arguments}
+        return normal, action.command if tool == "bash" else action.path
+
+    def _action(self, tool: str, arguments: dict[str, Any]) -> Any:
+        """The native pydantic action (validated, extra fields forbidden)."""
+        if tool not in SLICES:
+            raise RequestFailed("unknown_tool", f"no tool named {tool!r}")
+        fixed, fields, required = SLICES[tool]
+        extra = sorted(set(arguments) - set(fields))
+        missing = [name for name in required if arguments.get(name) is None]
+        if extra or missing:
+            what = [f"unexpected argument {n!r}" for n in extra]
+            what += [f"missing required argument {n!r}" for n in missing]
+            raise RequestFailed("invalid_arguments", f"{tool}: " + "; ".join(what))
+        data = dict(arguments)
+        if "path" in fields:
+            data["path"] = confine(self.workspace, arguments["path"])
+        if fixed is not None:
+            data["command"] = fixed
+        try:
+            action = self.models[tool].model_validate(data)
+        except ValueError as exc:  # pydantic.ValidationError is a ValueError
+            raise RequestFailed("invalid_arguments", f"{tool}: {exc}") from exc
+        _check_edit(tool, action)
+        return action
+
+    def run(self, msg: RunTool, cancel: threading.Event) -> ToolResult:
+        """Run one call in this thread; a cancel interrupts a shell command."""
+        start = time.monotonic()
+        if msg.tool.startswith("mcp.") and self.mcp is not None:
+            fields = self.mcp.call(msg.tool, msg.arguments, cancel)
+            return ToolResult(reply_to=msg.id, **fields)
+        action = self._action(msg.tool, msg.arguments)
+        if msg.tool != "bash":
+            obs = self.editor(action)
+            return ToolResult(
+                reply_to=msg.id,
+                status="error" if obs.is_error else "ok",
+                text=strip_ansi(obs.text),
+                error=strip_ansi(obs.text) if obs.is_error else "",
+                seconds=time.monotonic() - start,
+            )
+        if action.timeout is None and msg.timeout_s is not None:
+            action = action.model_copy(update={"timeout": msg.timeout_s})
+        obs, interrupted = self._run_bash(action, cancel)
+        return _bash_result(msg.id, obs, interrupted, time.monotonic() - start)
+
+    def _run_bash(self, action: Any, cancel: threading.Event) -> tuple[Any, bool]:
+        shell = self.terminal.session.terminal
+        if shell.process is None or shell.process.poll() is not None:
+            # The shell exited (`exit`); OpenHands would reset to tmux, so rebuild it here.
+            with contextlib.suppress(Exception):
+                self.terminal.close()
+            self.terminal = self._new_terminal()
+            shell = self.terminal.session.terminal
+        done = threading.Event()
+        interrupted = threading.Event()
+        watcher = threading.Thread(
+            target=_interrupt_on_cancel, args=(shell, cancel, done, interrupted), daemon=True
+        )
+        watcher.start()
+        try:
+            return self.terminal(action), interrupted.is_set()
+        finally:
+            done.set()
+
+
+def _check_edit(tool: str, action: Any) -> None:
+    """Arguments the native editor calls required for a command, checked before any effect."""
+    if tool != "edit":
+        return
+    if action.command == "str_replace" and action.old_str is None:
+        raise RequestFailed("invalid_arguments", "edit: str_replace needs old_str")
+    if action.command == "insert" and (action.insert_line is None or action.new_str is None):
+        raise RequestFailed("invalid_arguments", "edit: insert needs insert_line and new_str")
+
+
+def _interrupt_on_cancel(
+    shell: Any, cancel: threading.Event, done: threading.Event, interrupted: threading.Event
+) -> None:
+    """Ctrl+C the running command on cancel; SIGKILL its processes if that is not enough."""
+    while not done.is_set():
+        if cancel.wait(0.05):
+            break
+    else:
+        return
+    interrupted.set()
+    with contextlib.suppress(Exception):
+        shell.send_keys("C-c")  # the tty delivers SIGINT to the foreground job's group
+    if done.wait(INTERRUPT_GRACE_S):
+        return
+    with contextlib.suppress(psutil.Error, AttributeError):
+        for proc in psutil.Process(shell.process.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+
+
+def _bash_result(ident: str, obs: Any, interrupted: bool, seconds: float) -> ToolResult:
+    """ToolResult of a shell command: the real exit code, -1 while it still runs."""
+    meta = obs.metadata
+    text = strip_ansi(f"{meta.prefix}{obs.text}{meta.suffix}").strip("\n")
+    code = obs.exit_code if obs.exit_code is not None else (-1 if interrupted else None)
+    failed = obs.is_error or interrupted or (code is not None and code > 0)
+    error = ""
+    if interrupted:
+        error = "interrupted by cancel"
+    elif obs.is_error:
+        error = text
+    elif code is not None and code > 0:
+        error = f"exit code {code}"
+    return ToolResult(
+        reply_to=ident,
+        status="error" if failed else "ok",
+        exit_code=code,
+        text=text,
+        error=error,
+        seconds=seconds,
+        interrupted=interrupted,
+    )
+
+
+if __name__ == "__main__":
+    main_for("tool", ToolWorker)
