@@ -1,0 +1,146 @@
+"""events.jsonl: torn tails at every byte are recovered; corrupt lines are refused untouched."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernel.errors import CorruptLog, JmpError, UnsupportedLogVersion
+from kernel.event_log import EventLog, parse_log
+from kernel.session import Session
+from protocol.codec import encode_event, make_event
+from protocol.events import FinalData, ToolFinishedData, ToolStartedData, UserData
+
+
+@pytest.fixture
+def session_dir(short_tmp: Path) -> Path:
+    """A closed session with four events; returns its directory."""
+    with Session.create(short_tmp / "s", short_tmp) as s:
+        s.append(UserData(text="list files"))
+        s.append(ToolStartedData(call_id="c1", tool="bash", target="ls", request="artifacts/r"))
+        s.append(ToolFinishedData(call_id="c1", tool="bash", status="ok", exit_code=0, text="a\nb"))
+    return s.directory
+
+
+def _record(sid: str, seq: int) -> bytes:
+    event = make_event(sid, seq, 1.5, FinalData(status="completed", summary="done ✓ — ünïcode"))
+    return encode_event(event) + b"\n"
+
+
+def test_append_writes_one_complete_line_each(short_tmp):
+    log = EventLog(short_tmp / "events.jsonl")
+    for seq in (1, 2, 3):
+        log.append(
+            make_event("a" * 32, seq, 1.0, UserData(text=f"line {seq}\nwith newline")),
+            durable=seq == 2,
+        )
+    log.close()
+    log.close()
+    raw = (short_tmp / "events.jsonl").read_bytes()
+    assert raw.count(b"\n") == 3 and raw.endswith(b"\n")
+    assert [e.data.text for e in EventLog(short_tmp / "events.jsonl").load()][1] == (
+        "line 2\nwith newline"
+    )
+
+
+def test_torn_tail_at_every_byte_offset_is_recovered(session_dir, short_tmp):
+    path = session_dir / "events.jsonl"
+    original = path.read_bytes()
+    record = _record(session_dir.name, 5)
+    home = session_dir.parent
+    for cut in range(1, len(record)):  # every proper prefix, the newline-less whole line included
+        path.write_bytes(original + record[:cut])
+        for old in session_dir.glob("events.jsonl.torn-*"):
+            old.unlink()
+        with Session.open(home, session_dir.name) as s:
+            [archive] = session_dir.glob("events.jsonl.torn-*")
+            assert archive.read_bytes() == record[:cut], cut
+            assert [e.seq for e in s.events] == [1, 2, 3, 4, 5]
+            last = s.events[-1]
+            assert (last.kind, last.data.stage, last.data.error_class) == (
+                "error",
+                "log",
+                "TornRecord",
+            )
+            assert archive.name in last.data.message
+        raw = path.read_bytes()
+        assert raw.startswith(original) and raw.endswith(b"\n"), cut
+        assert raw.count(b"\n") == 5
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        pytest.param(lambda lines: [*lines[:2], b'{"version":1,"sess', *lines[2:]], id="interior"),
+        pytest.param(lambda lines: [*lines, b"not json"], id="complete-last-line"),
+        pytest.param(lambda lines: [*lines[:1], b"", *lines[1:]], id="blank-line"),
+        pytest.param(lambda lines: [*lines, b'{"version":1}'], id="missing-fields"),
+        pytest.param(lambda lines: [lines[0], lines[2], lines[1], lines[3]], id="seq-order"),
+        pytest.param(lambda lines: lines[:2] + lines[3:], id="seq-gap"),
+        pytest.param(
+            lambda lines: [*lines, lines[-1].replace(b'"seq":4', b'"seq":null')], id="null-seq"
+        ),
+        pytest.param(
+            lambda lines: [*lines, lines[-1].replace(b'"status":"ok"', b'"status":7')],
+            id="bad-field-type",
+        ),
+    ],
+)
+def test_corrupt_complete_lines_are_refused_and_nothing_is_written(session_dir, damage):
+    path = session_dir / "events.jsonl"
+    lines = path.read_bytes().splitlines()
+    damaged = b"\n".join(damage(lines)) + b"\n" + b'{"torn'  # a torn tail too: still untouched
+    path.write_bytes(damaged)
+    before = sorted(p.name for p in session_dir.iterdir())
+    with pytest.raises(CorruptLog, match=r"line \d+") as info:
+        Session.open(session_dir.parent, session_dir.name)
+    assert "nothing was written" in str(info.value)
+    assert path.read_bytes() == damaged
+    assert sorted(p.name for p in session_dir.iterdir()) == before
+    with pytest.raises(CorruptLog):
+        Session.open(session_dir.parent, session_dir.name)  # the lock was released: not Locked
+
+
+def test_the_line_number_is_named(session_dir):
+    path = session_dir / "events.jsonl"
+    lines = path.read_bytes().splitlines()
+    path.write_bytes(b"\n".join([*lines[:2], b"{oops", *lines[2:]]) + b"\n")
+    with pytest.raises(CorruptLog, match="line 3 "):
+        EventLog(path).load()
+
+
+def test_a_newer_version_is_refused_clearly(session_dir):
+    path = session_dir / "events.jsonl"
+    future = json.loads(path.read_bytes().splitlines()[-1])
+    future.update(version=2, seq=5)
+    damaged = path.read_bytes() + json.dumps(future).encode() + b"\n"
+    path.write_bytes(damaged)
+    with pytest.raises(UnsupportedLogVersion, match="version 2") as info:
+        Session.open(session_dir.parent, session_dir.name)
+    assert isinstance(info.value, JmpError) and "line 5" in str(info.value)
+    assert path.read_bytes() == damaged
+
+
+def test_unknown_kinds_and_fields_are_kept_as_read(session_dir):
+    path = session_dir / "events.jsonl"
+    last = json.loads(path.read_bytes().splitlines()[-1])
+    later = [
+        {**last, "seq": 5, "kind": "telemetry", "data": {"anything": [1, 2]}},
+        {**last, "seq": 6, "extra_envelope": True, "data": {**last["data"], "new_field": "x"}},
+    ]
+    path.write_bytes(path.read_bytes() + b"".join(json.dumps(r).encode() + b"\n" for r in later))
+    with Session.open(session_dir.parent, session_dir.name) as s:
+        unknown, known = s.events[4], s.events[5]
+        assert not unknown.known and unknown.data == {"anything": [1, 2]}
+        assert known.kind == "tool_finished" and known.data.exit_code == 0
+        assert not hasattr(known.data, "new_field")
+        assert s.append(UserData(text="next")).seq == 7
+
+
+def test_parse_log_stops_at_the_last_newline():
+    buf = _record("b" * 32, 1) + b'{"partial'
+    events, end = parse_log(buf)
+    assert len(events) == 1 and end == buf.index(b"\n") + 1
+    assert parse_log(b"") == ([], 0)

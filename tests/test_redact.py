@@ -1,0 +1,106 @@
+"""Redaction: known secrets and unmistakable token formats, deep, and nothing else."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernel.redact import REDACTED, Redactor
+
+
+def test_known_secrets_are_replaced_everywhere_in_a_string():
+    r = Redactor(["s3cr3t-value", "other-secret"])
+    assert r.text("a s3cr3t-value b s3cr3t-valueother-secret") == (
+        f"a {REDACTED} b {REDACTED}{REDACTED}"
+    )
+
+
+def test_short_and_empty_values_are_ignored():
+    r = Redactor(["abc", "", "12345"])
+    r.add(None, "  ")
+    assert r.text("abc 12345 abcdef") == "abc 12345 abcdef"
+    assert r.secrets == frozenset()
+
+
+def test_secrets_are_stripped_of_surrounding_whitespace():
+    r = Redactor(["  key-from-a-file\n"])
+    assert r.text("x key-from-a-file y") == f"x {REDACTED} y"
+
+
+def test_the_longest_secret_wins():
+    r = Redactor(["secret", "secret-and-more"])
+    assert r.text("secret-and-more") == REDACTED
+
+
+def test_add_rebuilds_the_pattern():
+    r = Redactor()
+    assert r.text("late-secret") == "late-secret"
+    r.add("late-secret")
+    assert r.text("late-secret") == REDACTED
+
+
+def test_regex_metacharacters_in_secrets_are_literal():
+    r = Redactor(["a.b*c+d?(e)"])
+    assert r.text("a.b*c+d?(e) axbbbcd") == f"{REDACTED} axbbbcd"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("key sk-abcdefghijklmnopqrstuvwxyz012345 end", f"key {REDACTED} end"),
+        ("sk-proj-Abc_def-GHIjklmnopqrstuvwx", REDACTED),
+        ("ghp_" + "a1B2" * 9, REDACTED),
+        ("github_pat_" + "x" * 40, REDACTED),
+        ("xoxb-1234567890-abcdef", REDACTED),
+        ("id AKIAIOSFODNN7EXAMPLE.", f"id {REDACTED}."),
+        (
+            "Authorization: Bearer abcdefghijklmnopqrstuvwxyz.123",
+            f"Authorization: Bearer {REDACTED}",
+        ),
+    ],
+)
+def test_token_formats_are_replaced_without_being_told(text, expected):
+    assert Redactor().text(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sk-short",
+        "commit 3f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f",
+        "uuid 123e4567-e89b-12d3-a456-426614174000",
+        "Bearer short",
+        "the task-list and desk-top",
+        "AKIA lowercase akiaiosfodnn7example",
+    ],
+)
+def test_ordinary_text_is_left_alone(text):
+    assert Redactor(["unrelated-secret"]).text(text) == text
+
+
+def test_value_is_deep_and_does_not_mutate_its_input():
+    r = Redactor(["hunter2hunter2"])
+    original = {
+        "a": ["x hunter2hunter2", {"hunter2hunter2": ("hunter2hunter2", 3)}],
+        "n": 1.5,
+        "none": None,
+        "flag": True,
+    }
+    out = r.value(original)
+    assert out == {
+        "a": [f"x {REDACTED}", {REDACTED: (REDACTED, 3)}],
+        "n": 1.5,
+        "none": None,
+        "flag": True,
+    }
+    assert original["a"][0] == "x hunter2hunter2"
+
+
+def test_redaction_is_fast_enough_for_every_event():
+    import time
+
+    r = Redactor([f"secret-number-{i:04d}" for i in range(50)])
+    text = "ordinary tool output line with nothing secret in it\n" * 2000  # ~100 KB
+    start = time.perf_counter()
+    for _ in range(5):
+        assert r.text(text) == text
+    assert (time.perf_counter() - start) / 5 < 0.25
