@@ -195,6 +195,11 @@ class GeneratorHandler:
             return self._provider_failed(request, exc)
         return self._reply(request, stream, time.monotonic() - started)
 
+    def close(self) -> None:
+        """Release the SDK client's connections (the worker process just exits instead)."""
+        if self.client is not None:
+            self.client.close()
+
     def _provider_failed(self, request: Generate, exc: BaseException) -> Failed:
         detail = redact(str(exc) or repr(exc), self.settings.api_key)
         return Failed(

@@ -131,6 +131,11 @@ class RouterHandler:
             usage=usage,
         )
 
+    def close(self) -> None:
+        """Release the SDK client's connections (the worker process just exits instead)."""
+        if self.client is not None:
+            self.client.close()
+
     def _clean(self, text: str) -> str:
         return redact(text, self.settings.api_key)
 
