@@ -174,6 +174,8 @@ class Worker:
             wire = self._require()
             if self.ready is None:
                 self.wait_ready()
+            if cancel is not None and cancel.is_set():
+                raise Cancelled(f"{self.kind} request {msg.id} cancelled before it was sent")
             wire.drain()  # stale replies of an abandoned request must not answer this one
             wire.post(msg)
             return self._await_reply(wire, msg.id, on_progress, cancel, timeout_s)
@@ -189,7 +191,7 @@ class Worker:
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             step = min(0.05, max(0.0, deadline - time.monotonic())) if deadline else 0.05
-            msg = self._next(wire, time.monotonic() + step if cancel else None)
+            msg = self._next(wire, time.monotonic() + step if cancel or deadline else None)
             if msg is not None and getattr(msg, "reply_to", None) == ident:
                 if isinstance(msg, Progress):
                     if on_progress is not None:

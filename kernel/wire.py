@@ -198,7 +198,7 @@ class WireThread:
         try:
             msg = decode_from_worker(buf)
         except UnsupportedVersion as exc:
-            if self._identity is None:  # the handshake itself failed: tell wait_ready
+            if self._identity is None and _is_ready(buf):  # the handshake failed: tell wait_ready
                 self.inbox.put(Failed(reply_to=None, code="unsupported_version", detail=str(exc)))
             return self._drop(str(exc))
         except (msgspec.DecodeError, ValueError, TypeError) as exc:
@@ -243,3 +243,11 @@ def _exited(pid: int) -> bool:
         return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
     except ChildProcessError:
         return True
+
+
+def _is_ready(buf: bytes) -> bool:
+    """Does this (undecodable) frame claim to be a Ready?"""
+    try:
+        return msgspec.msgpack.decode(buf)["body"]["kind"] == "ready"
+    except Exception:
+        return False

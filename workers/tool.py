@@ -173,6 +173,8 @@ class ToolWorker:
         if tool.startswith("mcp.") and self.mcp is not None:
             try:
                 args, target = self.mcp.validate(tool, arguments)
+            except LookupError as exc:
+                raise RequestFailed("unknown_tool", str(exc)) from exc
             except ValueError as exc:
                 raise RequestFailed("invalid_arguments", str(exc)) from exc
             return dict(args), str(target)
@@ -209,7 +211,8 @@ class ToolWorker:
         """Run one call in this thread; a cancel interrupts a shell command."""
         start = time.monotonic()
         if msg.tool.startswith("mcp.") and self.mcp is not None:
-            fields = self.mcp.call(msg.tool, msg.arguments, cancel)
+            self.validate(msg.tool, msg.arguments)  # never trust the wire
+            fields = self.mcp.call(msg.tool, msg.arguments, cancel, timeout_s=msg.timeout_s)
             return ToolResult(reply_to=msg.id, **fields)
         action = self._action(msg.tool, msg.arguments)
         if msg.tool != "bash":

@@ -50,6 +50,8 @@ def _result(ident: str, text: str = "", **kw: Any) -> ToolResult:
 def _wait_cancel(msg: RunTool, cancel: threading.Event) -> ToolResult:
     seconds = float(msg.arguments.get("seconds", 60))
     if cancel.wait(seconds):
+        if msg.arguments.get("fail_on_cancel"):
+            raise RequestFailed("cancelled", "stopped before any effect")
         return _result(msg.id, "stopped", status="error", exit_code=-1, interrupted=True)
     return _result(msg.id, "slept")
 
