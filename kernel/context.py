@@ -1,0 +1,229 @@
+"""The context policy (CONTRACT section 9): byte-budgeted projections, never a model summary.
+
+Pinned verbatim: every user request and the previous assistant answer. Execution records are
+facts: recent ones whole, older ones archived into rows at 85% of the budget, oversized
+results cut with explicit omission markers. Pinned intent that cannot fit raises
+ContextOverflow; everything else degrades so the text always fits its budget in UTF-8 bytes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from kernel.context_checkpoint import (
+    Checkpoint,
+    build_checkpoint,
+    compact,
+    load_latest_checkpoint,
+    usable,
+    write_checkpoint,
+)
+from kernel.context_fit import Parts, fit
+from kernel.context_render import nbytes, row, short
+from kernel.context_state import State, fold
+from kernel.errors import ConfigError, ContextOverflow
+from protocol.events import CompactionData, Event
+
+if TYPE_CHECKING:
+    from kernel.recall import RecallIndex
+
+__all__ = [
+    "Checkpoint",
+    "ContextPolicy",
+    "Projection",
+    "compact",
+    "load_latest_checkpoint",
+    "project_session",
+    "write_checkpoint",
+]
+
+Audience = Literal["router", "generator"]
+AUDIENCES: tuple[Audience, ...] = ("router", "generator")
+JEV_MAX_BYTES = 28000
+LABELS = {
+    "router": "ROUTER PROJECTION (smaller than the generator's): session facts for choosing "
+    "the next tool.",
+    "generator": "GENERATOR PROJECTION: session facts for writing tool arguments or the answer.",
+}
+RUN_END_BYTES = 600
+
+
+@dataclass
+class Projection:
+    """One audience's context block; `bytes` is its UTF-8 length, always within the budget."""
+
+    text: str
+    bytes: int
+    through: int
+    archived: int
+    audience: str = ""
+    budget: int = 0
+
+
+@dataclass
+class ContextPolicy:
+    """Budgets and knobs of the context policy (defaults are the contract's)."""
+
+    jev_bytes: int = 24000
+    flash_bytes: int = 96000
+    pressure: float = 0.85
+    keep_whole: int = 4
+    max_snapshots: int = 6
+    recall_pages: int = 2
+
+    def __post_init__(self) -> None:
+        if self.jev_bytes > JEV_MAX_BYTES:
+            raise ConfigError(
+                f"JEV_CONTEXT_BYTES={self.jev_bytes} is above the limit of {JEV_MAX_BYTES} bytes"
+            )
+        if self.jev_bytes <= 0:
+            raise ConfigError(f"JEV_CONTEXT_BYTES={self.jev_bytes} must be a positive number")
+        if self.flash_bytes <= 0:
+            raise ConfigError(f"FLASH_CONTEXT_BYTES={self.flash_bytes} must be a positive number")
+
+    @classmethod
+    def from_settings(cls, jev_bytes: int, flash_bytes: int) -> ContextPolicy:
+        """The policy for configured budgets; refuses a Jev budget above 28000 bytes."""
+        return cls(jev_bytes=jev_bytes, flash_bytes=flash_bytes)
+
+    def budget(self, audience: str) -> int:
+        """The audience's whole budget in bytes (before the caller's reserved part)."""
+        if audience not in LABELS:
+            raise ValueError(f"unknown audience {audience!r}: use 'router' or 'generator'")
+        return self.jev_bytes if audience == "router" else self.flash_bytes
+
+    def state(self, events: list[Event], checkpoint: Checkpoint | None = None) -> State:
+        """The folded state: from the checkpoint when usable, processing only later events."""
+        base = checkpoint.state.copy() if checkpoint and usable(checkpoint, events) else State()
+        return fold(base, events, self.max_snapshots)
+
+    def project(
+        self,
+        events: list[Event],
+        audience: str,
+        *,
+        reserved_bytes: int,
+        read_artifact: Callable[[str], str] | None = None,
+        recall: RecallIndex | None = None,
+        checkpoint: Checkpoint | None = None,
+    ) -> Projection:
+        """The audience's context block within budget − reserved; ContextOverflow if intent can't fit."""
+        whole = self.budget(audience)
+        budget = whole - reserved_bytes
+        state = self.state(events, checkpoint)
+        pinned = pinned_text(state, audience)
+        need = nbytes(pinned.head) + nbytes(pinned.status) + nbytes(pinned.current) + 4
+        if need > budget:
+            raise ContextOverflow(overflow_message(audience, need, whole, reserved_bytes))
+        parts = Parts(
+            state=state,
+            pinned=pinned,
+            budget=budget,
+            read_artifact=read_artifact,
+            recall=recall,
+            policy=self,
+        )
+        text, archived = fit(parts)
+        return Projection(
+            text=text,
+            bytes=nbytes(text),
+            through=state.through,
+            archived=archived,
+            audience=audience,
+            budget=budget,
+        )
+
+    def checkpoint(self, events: list[Event], audience: str) -> tuple[bytes, CompactionData]:
+        """Deterministic checkpoint bytes for the log, and the `compaction` event data."""
+        self.budget(audience)
+        data, through = build_checkpoint(events, self.keep_whole, self.max_snapshots)
+        info = CompactionData(
+            audience=audience,
+            through=through,
+            checkpoint=f"context-{through}.json",
+            method="deterministic",
+        )
+        return data, info
+
+
+@dataclass
+class Pinned:
+    """The parts that are never trimmed: header and earlier intent, status, current request."""
+
+    head: str
+    status: str
+    current: str
+
+
+def pinned_text(state: State, audience: str) -> Pinned:
+    """Render the pinned intent and the minimal factual status."""
+    parts = [LABELS[audience]]
+    earlier = state.requests[:-1]
+    if earlier:
+        lines = ["== EARLIER REQUESTS (user, verbatim, oldest first) =="]
+        lines += [f"[request #{r.seq}]\n{r.text}" for r in earlier]
+        parts.append("\n".join(lines))
+    answer = state.previous_answer
+    if answer is not None:
+        parts.append(
+            f"== PREVIOUS ASSISTANT ANSWER #{answer.seq}, status {answer.status} "
+            f"(conversation, not evidence) ==\n{answer.summary}"
+        )
+    if state.requests:
+        last = state.requests[-1]
+        current = f"== CURRENT REQUEST #{last.seq} (user, verbatim) ==\n{last.text}"
+    else:
+        current = "== CURRENT REQUEST ==\n(none: the session has no user request yet)"
+    return Pinned(head="\n\n".join(parts), status=status_text(state), current=current)
+
+
+def status_text(state: State) -> str:
+    """Latest execution, latest verification, unacknowledged uncertainty, the last run end."""
+    lines = ["== STATUS (facts as recorded) =="]
+    latest = row(state.latest) if state.latest else "none yet"
+    lines.append(f"latest execution: {latest}")
+    check = row(state.verification) if state.verification else "no shell command yet"
+    lines.append(f"latest verification (last shell command): {check}")
+    for call in state.calls:
+        if call.status == "uncertain" and not call.acknowledged:
+            lines.append(f"UNCERTAIN, not acknowledged: {row(call)}")
+    final = state.last_final
+    current_seq = state.requests[-1].seq if state.requests else 0
+    if final is not None and final.seq > current_seq:
+        summary = short(final.summary, RUN_END_BYTES)
+        lines.append(f"last run ended #{final.seq} with status {final.status}: {summary}")
+    return "\n".join(lines)
+
+
+def overflow_message(audience: str, need: int, whole: int, reserved: int) -> str:
+    """A clear ContextOverflow message: what did not fit, and in which budget."""
+    setting = "JEV_CONTEXT_BYTES" if audience == "router" else "FLASH_CONTEXT_BYTES"
+    return (
+        f"context overflow for the {audience}: the pinned intent (user requests, previous "
+        f"answer, latest status) needs {need:,} bytes but only {whole - reserved:,} are "
+        f"available ({setting}={whole:,} minus {reserved:,} reserved). Nothing was trimmed; "
+        f"shorten the request or raise {setting}."
+    )
+
+
+def project_session(
+    session: object,
+    policy: ContextPolicy,
+    audience: str,
+    *,
+    reserved_bytes: int,
+    recall: RecallIndex | None = None,
+) -> Projection:
+    """Project a Session (its events, artifacts and latest checkpoint)."""
+    directory = session.directory  # type: ignore[attr-defined]
+    events = session.events  # type: ignore[attr-defined]
+    return policy.project(
+        events,
+        audience,
+        reserved_bytes=reserved_bytes,
+        read_artifact=session.artifacts.read_text,  # type: ignore[attr-defined]
+        recall=recall,
+        checkpoint=load_latest_checkpoint(directory),
+    )

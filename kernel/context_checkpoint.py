@@ -1,0 +1,128 @@
+"""Deterministic context checkpoints: `context-<seq>.json` in the session directory.
+
+A checkpoint is the folded state at `through` with the finished older calls archived into
+factual rows. It holds ints and strings only and is encoded with sorted keys, so the same
+log always gives byte-identical files. Later projections fold only the events after it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import msgspec
+
+from kernel.context_render import archive_calls
+from kernel.context_state import MAX_SNAPSHOTS, State, fold
+from protocol.events import CompactionData, Event
+
+CHECKPOINT_FORMAT = 1
+NAME = re.compile(r"^context-(\d+)\.json$")
+
+
+class Checkpoint(msgspec.Struct, kw_only=True):
+    """The on-disk checkpoint: format, method, watermark and the state."""
+
+    format: int = CHECKPOINT_FORMAT
+    method: str = "deterministic"
+    through: int
+    state: State
+
+
+_encoder = msgspec.json.Encoder(order="sorted")
+_decoder = msgspec.json.Decoder(Checkpoint)
+
+
+def build_checkpoint(
+    events: list[Event], keep_whole: int, max_snapshots: int = MAX_SNAPSHOTS
+) -> tuple[bytes, int]:
+    """Fold the whole log, archive all but the latest `keep_whole` calls; (bytes, through)."""
+    state = fold(State(), events, max_snapshots)
+    archive_calls(state, keep_whole)
+    return encode_checkpoint(state), state.through
+
+
+def encode_checkpoint(state: State) -> bytes:
+    """Sorted-key JSON with a trailing newline."""
+    return _encoder.encode(Checkpoint(through=state.through, state=state)) + b"\n"
+
+
+def decode_checkpoint(data: bytes) -> Checkpoint:
+    """Parse checkpoint bytes; raises ValueError when they are not a checkpoint of this format."""
+    try:
+        checkpoint = _decoder.decode(data)
+    except msgspec.DecodeError as exc:
+        raise ValueError(f"not a context checkpoint: {exc}") from exc
+    if checkpoint.format != CHECKPOINT_FORMAT:
+        raise ValueError(f"context checkpoint format {checkpoint.format} is not supported")
+    return checkpoint
+
+
+def write_checkpoint(session_dir: str | os.PathLike[str], data: bytes, through: int) -> str:
+    """Write `context-<through>.json` atomically (temp file, fsync, rename); returns its name."""
+    directory = Path(session_dir)
+    name = f"context-{through}.json"
+    fd, tmp = tempfile.mkstemp(prefix=".context-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, directory / name)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(directory)  # the rename itself must survive a crash
+    return name
+
+
+def _fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def load_latest_checkpoint(session_dir: str | os.PathLike[str]) -> Checkpoint | None:
+    """The newest readable checkpoint, or None; unreadable files are skipped, never raised."""
+    directory = Path(session_dir)
+    try:
+        names = [(int(m.group(1)), p) for p in directory.iterdir() if (m := NAME.match(p.name))]
+    except OSError:
+        return None
+    for _, path in sorted(names, reverse=True):
+        try:
+            return decode_checkpoint(path.read_bytes())
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def usable(checkpoint: Checkpoint, events: list[Event]) -> bool:
+    """A checkpoint applies to this log: same session and not beyond its last record."""
+    if not events:
+        return False
+    last = events[-1].seq or 0
+    state = checkpoint.state
+    return state.session_id == events[0].session_id and checkpoint.through <= last
+
+
+def compact(session: object, policy: object | None = None) -> list[CompactionData]:
+    """Write the checkpoint of the session's log and append one `compaction` event per audience."""
+    from kernel.context import AUDIENCES, ContextPolicy  # the policy module imports this one
+
+    chosen = policy if isinstance(policy, ContextPolicy) else ContextPolicy()
+    events = session.events  # type: ignore[attr-defined]
+    data, info = chosen.checkpoint(events, AUDIENCES[0])
+    name = write_checkpoint(session.directory, data, info.through)  # type: ignore[attr-defined]
+    written = []
+    for audience in AUDIENCES:
+        record = CompactionData(
+            audience=audience, through=info.through, checkpoint=name, method="deterministic"
+        )
+        session.append(record, durable=True)  # type: ignore[attr-defined]
+        written.append(record)
+    return written

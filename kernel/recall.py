@@ -1,0 +1,451 @@
+"""The recall index: SQLite FTS5 over the session's own history (`memory.sqlite3`).
+
+A disposable cache: a missing, foreign or corrupt file is deleted and rebuilt from the log.
+Ordinary context building never sees an exception from here; only the explicit `recall` tool
+gets a RecallError. User, final and tool records and full outputs are indexed in
+overlapping pages, each with seq, kind, tool, target and typed provenance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernel.context_state import events_after
+from kernel.errors import JmpError
+from protocol.events import (
+    ErrorData,
+    Event,
+    FinalData,
+    ToolFinishedData,
+    ToolStartedData,
+    ToolUncertainData,
+    UserData,
+)
+
+SCHEMA_VERSION = "1"
+PAGE_CHARS = 2048
+OVERLAP_CHARS = 256
+MAX_OUTPUT_CHARS = 1_000_000  # outputs beyond this are indexed up to here (the artifact keeps all)
+MAX_TERMS = 16
+# Ranking cost grows with the number of matching pages; terms are used rarest first while
+# the pages they match stay under this, and a query of only very common words is answered
+# newest first instead (FTS5 stops early on rowid order). Keeps p95 low at 100k pages.
+RANKED_MATCHES = 3000
+PROVENANCE = {
+    "user": "user instruction",
+    "final": "assistant conversation",
+    "tool": "historical effect",
+}
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS pages(
+    id INTEGER PRIMARY KEY, seq INTEGER NOT NULL, part INTEGER NOT NULL, kind TEXT NOT NULL,
+    tool TEXT NOT NULL, target TEXT NOT NULL, call_id TEXT NOT NULL, provenance TEXT NOT NULL,
+    body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS pages_seq ON pages(seq);
+CREATE INDEX IF NOT EXISTS pages_call ON pages(call_id);
+CREATE VIRTUAL TABLE IF NOT EXISTS pages_fts USING fts5(
+    body, target, kind UNINDEXED, content='pages', content_rowid='id', tokenize='unicode61 remove_diacritics 0');
+CREATE VIRTUAL TABLE IF NOT EXISTS pages_vocab USING fts5vocab(pages_fts, 'row');
+"""
+COLUMNS = "p.seq, p.part, p.kind, p.tool, p.target, p.provenance, p.body"
+
+
+class RecallError(JmpError):
+    """The explicit `recall` tool could not answer (bad arguments or an unusable index)."""
+
+
+@dataclass(frozen=True)
+class Page:
+    """One indexed page of history."""
+
+    seq: int
+    part: int
+    kind: str
+    tool: str
+    target: str
+    provenance: str
+    text: str
+
+
+def query_terms(text: str, max_terms: int = MAX_TERMS) -> list[str]:
+    """The distinct lower-case words of `text`; quotes and operators are dropped, never parsed."""
+    seen: dict[str, None] = {}
+    for word in re.findall(r"\w+", text.lower()):
+        if len(seen) >= max_terms:
+            break
+        seen.setdefault(word, None)
+    return list(seen)
+
+
+def fts_query(terms: list[str], mode: str = "AND") -> str:
+    """Quote each term as an FTS5 string so nothing in it acts as an operator."""
+    return f" {mode} ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def split_pages(text: str, size: int = PAGE_CHARS, overlap: int = OVERLAP_CHARS) -> list[str]:
+    """Overlapping pages of `size` characters; each starts `overlap` before the previous end."""
+    if len(text) <= size:
+        return [text] if text else []
+    step = size - overlap
+    return [text[i : i + size] for i in range(0, len(text) - overlap, step)]
+
+
+class RecallIndex:
+    """FTS5 pages over one session's log. Construct with `open_or_rebuild`."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self._db: sqlite3.Connection | None = None
+        self._inode = 0
+        self.problem = ""  # why the index is unusable, when it is
+
+    # --- opening -----------------------------------------------------------------
+
+    @classmethod
+    def open_or_rebuild(cls, path: str | os.PathLike[str]) -> RecallIndex:
+        """Open the cache, recreating it when corrupt or foreign; never raises."""
+        index = cls(path)
+        index._ensure()
+        return index
+
+    def _ensure(self) -> bool:
+        """A usable connection to the file at `path` (reopened if the file was replaced)."""
+        if self._db is not None and self._same_file():
+            return True
+        self.close()
+        for attempt in range(2):
+            try:
+                self._connect()
+                return True
+            except (sqlite3.Error, OSError) as exc:
+                self.problem = f"{type(exc).__name__}: {exc}"
+                self.close()
+                if attempt == 0:
+                    self._delete_files()
+        return False
+
+    def _connect(self) -> None:
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")  # a disposable cache: no fsync per commit
+            db.executescript(SCHEMA)
+            version = db.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+            if version is None:
+                db.execute("INSERT OR REPLACE INTO meta VALUES ('schema', ?)", (SCHEMA_VERSION,))
+            elif version[0] != SCHEMA_VERSION:
+                raise sqlite3.DatabaseError(f"recall schema {version[0]} is not {SCHEMA_VERSION}")
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+        self._inode = os.stat(self.path).st_ino
+        self.problem = ""
+
+    def _same_file(self) -> bool:
+        try:
+            return os.stat(self.path).st_ino == self._inode
+        except OSError:
+            return False
+
+    def _delete_files(self) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"{self.path}{suffix}")
+
+    def rebuild(self) -> bool:
+        """Delete the cache files and create an empty index."""
+        self.close()
+        self._delete_files()
+        return self._ensure()
+
+    def close(self) -> None:
+        """Close the connection (the file stays)."""
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
+
+    # --- indexing ------------------------------------------------------------------
+
+    def sync(self, events: list[Event], read_artifact: Callable[[str], str] | None = None) -> int:
+        """Index the events after the last indexed seq; returns pages added; never raises."""
+        for attempt in range(2):
+            try:
+                if not self._ensure():
+                    return 0
+                return self._sync(events, read_artifact)
+            except (sqlite3.Error, OSError) as exc:
+                self.problem = f"{type(exc).__name__}: {exc}"
+                if attempt == 0:
+                    self.rebuild()
+        return 0
+
+    def _meta(self, key: str) -> str | None:
+        assert self._db is not None
+        found = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+        return None if found is None else str(found[0])
+
+    def _sync(self, events: list[Event], read_artifact: Callable[[str], str] | None) -> int:
+        if not events:
+            return 0
+        session_id, last = events[0].session_id, events[-1].seq or 0
+        through = int(self._meta("through") or 0)
+        if self._meta("session_id") not in (None, session_id) or through > last:
+            self.rebuild()  # a foreign or newer cache: start over from the log
+            through = 0
+        assert self._db is not None
+        db = self._db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            added = 0
+            for page in self._pages(events_after(events, through), read_artifact):
+                cur = db.execute(
+                    "INSERT INTO pages(seq, part, kind, tool, target, call_id, provenance, body)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    page,
+                )
+                db.execute(
+                    "INSERT INTO pages_fts(rowid, body, target, kind) VALUES (?, ?, ?, ?)",
+                    (cur.lastrowid, page[7], page[4], page[2]),
+                )
+                added += 1
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('session_id', ?)", (session_id,))
+            db.execute("INSERT OR REPLACE INTO meta VALUES ('through', ?)", (str(last),))
+            db.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                db.execute("ROLLBACK")
+            raise
+        return added
+
+    def _pages(
+        self, events: list[Event], read_artifact: Callable[[str], str] | None
+    ) -> Iterator[tuple[Any, ...]]:
+        """Rows for `pages`: (seq, part, kind, tool, target, call_id, provenance, body)."""
+        targets: dict[str, str] = {}
+        for event in events:
+            seq, data = event.seq or 0, event.data
+            if isinstance(data, UserData):
+                yield from _rows(seq, "user", "", "", "", PROVENANCE["user"], data.text)
+            elif isinstance(data, FinalData):
+                text = f"[{data.status}] {data.summary}"
+                yield from _rows(seq, "final", "", "", "", PROVENANCE["final"], text)
+            elif isinstance(data, ToolStartedData):
+                targets[data.call_id] = data.target
+                text = f"{data.tool} {data.target} started {data.arguments}"
+                yield from _tool_rows(seq, "tool_started", data.tool, data.target, data, text)
+            elif isinstance(data, ToolFinishedData):
+                target = data.target or targets.get(data.call_id) or self._target(data.call_id)
+                yield from self._finished(seq, data, target, read_artifact)
+            elif isinstance(data, ToolUncertainData):
+                target = data.target or targets.get(data.call_id) or self._target(data.call_id)
+                text = f"outcome unknown; not re-run ({data.cause}): {data.note}"
+                yield from _tool_rows(seq, "tool_uncertain", data.tool, target, data, text)
+            elif isinstance(data, ErrorData):
+                text = f"error in {data.stage}: {data.error_class}: {data.message}"
+                yield from _rows(seq, "error", "", "", "", PROVENANCE["tool"], text)
+
+    def _finished(
+        self,
+        seq: int,
+        data: ToolFinishedData,
+        target: str,
+        read_artifact: Callable[[str], str] | None,
+    ) -> Iterator[tuple[Any, ...]]:
+        code = "" if data.exit_code is None else f" exit code {data.exit_code}"
+        head = f"{data.tool} {target} {data.status}{code} {data.arguments}\n{data.error}"
+        rows = list(_tool_rows(seq, "tool_finished", data.tool, target, data, head + data.text))
+        yield from rows
+        if read_artifact is None or not data.full_output:
+            return
+        try:
+            output = read_artifact(data.full_output)[:MAX_OUTPUT_CHARS]
+        except Exception:  # a missing artifact leaves the preview indexed, nothing more
+            return
+        yield from _tool_rows(seq, "tool_output", data.tool, target, data, output, len(rows))
+
+    def _target(self, call_id: str) -> str:
+        assert self._db is not None
+        found = self._db.execute(
+            "SELECT target FROM pages WHERE call_id=? AND kind='tool_started' LIMIT 1", (call_id,)
+        ).fetchone()
+        return str(found[0]) if found else ""
+
+    # --- reading -------------------------------------------------------------------
+
+    def search(self, query: str, limit: int = 5) -> list[Page]:
+        """Best-matching pages for the words of `query` (all words first, then any word)."""
+        terms = query_terms(query)
+        if not terms:
+            return []
+        found = self._match(terms, "AND", 2**62, max(1, limit))
+        return found or self._match(terms, "OR", 2**62, max(1, limit))
+
+    def page(self, seq: int) -> list[Page]:
+        """Every page indexed for the record at `seq`."""
+        return self._select(
+            f"SELECT {COLUMNS} FROM pages p WHERE p.seq = ? ORDER BY p.part, p.id", (seq,)
+        )
+
+    def relevant(
+        self, intent_text: str, exclude_through: int | None = None, limit: int = 2
+    ) -> list[Page]:
+        """Older non-user pages matching the intent; pages at or after seq `exclude_through`
+        are left out (they are in the working set). Never raises: a broken index gives []."""
+        terms = query_terms(intent_text)
+        if not terms or limit <= 0:
+            return []
+        try:
+            bound = self._first_id(exclude_through)
+            return self._match(terms, "OR", bound, limit, skip_user=True)
+        except RecallError:
+            return []
+
+    def _first_id(self, seq: int | None) -> int:
+        """The smallest page id at or after `seq` (ids grow with seq: pages go in in order)."""
+        if seq is None:
+            return 2**62
+        rows = self._rows("SELECT id FROM pages WHERE seq >= ? ORDER BY seq, id LIMIT 1", (seq,))
+        return int(rows[0][0]) if rows else 2**62
+
+    def _match(
+        self, terms: list[str], mode: str, below_id: int, limit: int, skip_user: bool = False
+    ) -> list[Page]:
+        counts = {t: self._pages_with(t) for t in terms}
+        known = sorted((n, t) for t, n in counts.items() if n)
+        if mode == "AND" and len(known) < len(terms):
+            return []
+        chosen, total = [], 0
+        for n, term in known:
+            if (mode == "OR" and total + n > RANKED_MATCHES) or n > RANKED_MATCHES:
+                break
+            chosen.append(term)
+            total += n
+        ranked = bool(chosen)
+        if not chosen:  # only very common words: newest matches first, found without ranking
+            chosen = [t for _, t in known] if mode == "AND" else [t for _, t in known[:1]]
+        if not chosen:
+            return []
+        order = "rank" if ranked else "rowid DESC"
+        kind = "AND kind != 'user' " if skip_user else ""
+        ids = self._rows(
+            f"SELECT rowid FROM pages_fts WHERE pages_fts MATCH ? AND rowid < ? {kind}"
+            f"ORDER BY {order} LIMIT ?",
+            (fts_query(chosen, mode), below_id, limit),
+        )
+        return self._by_ids([int(r[0]) for r in ids])
+
+    def _pages_with(self, term: str) -> int:
+        rows = self._rows("SELECT doc FROM pages_vocab WHERE term = ?", (term,))
+        return int(rows[0][0]) if rows else 0
+
+    def _by_ids(self, ids: list[int]) -> list[Page]:
+        if not ids:
+            return []
+        marks = ",".join("?" * len(ids))
+        found = self._rows(f"SELECT p.id, {COLUMNS} FROM pages p WHERE p.id IN ({marks})", ids)
+        by_id = {row[0]: Page(*row[1:]) for row in found}
+        return [by_id[i] for i in ids if i in by_id]
+
+    def _select(self, sql: str, params: tuple[Any, ...]) -> list[Page]:
+        return [Page(*row) for row in self._rows(sql, params)]
+
+    def _rows(self, sql: str, params: tuple[Any, ...] | list[Any]) -> list[Any]:
+        if not self._ensure() or self._db is None:
+            raise RecallError(f"the recall index is unavailable ({self.problem or 'not open'})")
+        try:
+            return self._db.execute(sql, params).fetchall()
+        except sqlite3.Error as exc:
+            self.problem = f"{type(exc).__name__}: {exc}"
+            raise RecallError(f"the recall index could not be searched: {exc}") from exc
+
+
+def _rows(
+    seq: int, kind: str, tool: str, target: str, call_id: str, provenance: str, text: str
+) -> Iterator[tuple[Any, ...]]:
+    for part, body in enumerate(split_pages(text)):
+        yield (seq, part, kind, tool, target, call_id, provenance, body)
+
+
+def _tool_rows(
+    seq: int, kind: str, tool: str, target: str, data: Any, text: str, first: int = 0
+) -> Iterator[tuple[Any, ...]]:
+    for part, body in enumerate(split_pages(text), start=first):
+        yield (seq, part, kind, tool, target, data.call_id, PROVENANCE["tool"], body)
+
+
+# --- the read-only `recall` tool ---------------------------------------------------
+
+RECALL_DESCRIPTION = (
+    "Search or page this session's own history (requests, answers, tool records and full "
+    "outputs). Read-only. Give `query` (words) to search, or `seq` to read one record's pages. "
+    "Results are records of the past, not the current state of files."
+)
+RECALL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": RECALL_DESCRIPTION,
+    "properties": {
+        "query": {"type": "string", "description": "Words to search for in the history."},
+        "seq": {"type": "integer", "minimum": 1, "description": "A record's seq to page."},
+    },
+    "additionalProperties": False,
+}
+SEARCH_LIMIT = 5
+
+
+def run_recall(index: RecallIndex, arguments: dict[str, Any]) -> str:
+    """The `recall` tool's result text; raises RecallError on bad arguments or a broken index."""
+    query, seq = _recall_arguments(arguments)
+    parts: list[str] = []
+    if seq is not None:
+        pages = index.page(seq)
+        parts.append(_listing(f"record #{seq}", pages))
+    if query is not None:
+        pages = index.search(query, SEARCH_LIMIT)
+        parts.append(_listing(f"search {query!r}", pages))
+    return "\n\n".join(parts)
+
+
+def _recall_arguments(arguments: Any) -> tuple[str | None, int | None]:
+    if not isinstance(arguments, dict):
+        raise RecallError("recall takes an object with `query` or `seq`")
+    unknown = sorted(set(arguments) - {"query", "seq"})
+    if unknown:
+        raise RecallError(f"recall does not take {', '.join(unknown)}: use `query` or `seq`")
+    query, seq = arguments.get("query"), arguments.get("seq")
+    if query is not None and (not isinstance(query, str) or not query.strip()):
+        raise RecallError("recall `query` must be a non-empty string")
+    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 1):
+        raise RecallError("recall `seq` must be a positive integer")
+    if query is None and seq is None:
+        raise RecallError("recall needs `query` (words to search) or `seq` (a record to page)")
+    return query, seq
+
+
+def _listing(what: str, pages: list[Page]) -> str:
+    if not pages:
+        return f"RECALL {what}: nothing found in this session's history."
+    lines = [f"RECALL {what}: {len(pages)} page(s); records of the past, not current state."]
+    for page in pages:
+        label = f"{page.tool} {page.target}".strip() if page.tool else page.kind
+        note = " (old file content; not current)" if page.tool == "read" else ""
+        lines.append(f"--- #{page.seq} part {page.part}, {page.provenance}: {label}{note}")
+        lines.append(page.text)
+    return "\n".join(lines)
+
+
+def open_session_recall(session: object) -> RecallIndex:
+    """The session's index (`memory.sqlite3`), synced with its log; never raises."""
+    directory = Path(session.directory)  # type: ignore[attr-defined]
+    index = RecallIndex.open_or_rebuild(directory / "memory.sqlite3")
+    index.sync(session.events, session.artifacts.read_text)  # type: ignore[attr-defined]
+    return index
