@@ -10,11 +10,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from cli.listing import print_sessions
-from cli.printer import Printer
 from kernel.catalog import is_session_id, list_sessions, read_workspace, sessions_home
 from kernel.errors import JmpError, SessionNotFound, UsageError, WorkspaceMismatch
+
+if TYPE_CHECKING:
+    from cli.printer import Printer
 
 _RUN_FLAGS = ("prompt", "workspace", "no_mcp", "session", "compact", "ack_interrupted")
 
@@ -24,8 +27,19 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{message} (see jmp --help)")
 
 
+def _formatter(prog: str) -> argparse.HelpFormatter:
+    # argparse's default width probe imports shutil (and bz2, lzma): 10% of a --list start.
+    try:
+        columns = os.get_terminal_size(sys.stderr.fileno()).columns
+    except (OSError, ValueError):
+        columns = int(os.environ.get("COLUMNS", "") or 80)
+    return argparse.HelpFormatter(prog, width=max(columns - 2, 40))
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="jmp", description="A crash-safe local coding agent.")
+    p = _Parser(
+        prog="jmp", description="A crash-safe local coding agent.", formatter_class=_formatter
+    )
     p.add_argument("prompt", nargs="?", help="the task, or a follow-up with --session")
     p.add_argument("--json", action="store_true", help="JSON lines on stdout")
     p.add_argument("--workspace", metavar="PATH", help="workspace of a new session (default: .)")
@@ -104,8 +118,9 @@ def _run(args: argparse.Namespace, printer: Printer) -> int:
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 completed/compacted/list, 2 otherwise)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    printer = Printer(json="--json" in argv)
+    as_json = "--json" in argv
     session: str | None = None
+    printer: Printer | None = None
     try:
         args = _parser().parse_args(argv)
         session = args.session
@@ -113,15 +128,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.list:
             print_sessions(list_sessions(sessions_home(args.sessions_dir)), args.json)
             return 0
+        printer = _printer(as_json)
         return _run(args, printer)
     except JmpError as exc:
-        return _fail(printer, exc, session, "error")
+        return _fail(printer or _printer(as_json), exc, session, "error")
     except KeyboardInterrupt:
-        return _fail(printer, UsageError("interrupted"), session, "cancelled")
+        return _fail(printer or _printer(as_json), UsageError("interrupted"), session, "cancelled")
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else 0
     except Exception as exc:  # a bug: still exit 2 with a result line, never a bare traceback
-        return _fail(printer, _internal(exc), session, "error")
+        return _fail(printer or _printer(as_json), _internal(exc), session, "error")
 
 
 def _internal(exc: Exception) -> JmpError:
@@ -133,6 +149,12 @@ def _internal(exc: Exception) -> JmpError:
 
         traceback.print_exc()
     return JmpError(Redactor().text(f"internal error: {type(exc).__name__}: {exc}"))
+
+
+def _printer(as_json: bool) -> Printer:
+    from cli.printer import Printer  # not needed by --list, which must start fast
+
+    return Printer(json=as_json)
 
 
 def _fail(printer: Printer, exc: JmpError, session: str | None, status: str) -> int:
