@@ -253,6 +253,8 @@ def _check_edit(tool: str, action: Any) -> None:
     """Arguments the native editor calls required for a command, checked before any effect."""
     if tool != "edit":
         return
+    if action.command not in ("str_replace", "insert"):
+        raise RequestFailed("invalid_arguments", "edit: command must be str_replace or insert")
     if action.command == "str_replace" and action.old_str is None:
         raise RequestFailed("invalid_arguments", "edit: str_replace needs old_str")
     if action.command == "insert" and (action.insert_line is None or action.new_str is None):

@@ -1,0 +1,227 @@
+"""The real tool worker (OpenHands executors) through kernel.tools.Tools: effects, refusals."""
+
+from __future__ import annotations
+
+import functools
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from kernel.supervisor import WorkerDied, WorkerFailed
+from kernel.tools import Tools
+from tests.helpers_workers import close_within, live_with, pid_running, wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _tools(base: Path) -> Tools:
+    workspace = base / "ws"
+    workspace.mkdir(exist_ok=True)
+    tools = Tools(workspace, base / "terminal")
+    tools.start()
+    return tools
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Tools]:
+    """One warm tool worker for the tests that do not kill it (startup costs seconds)."""
+    tools = _tools(tmp_path_factory.mktemp("tw"))
+    try:
+        yield tools
+    finally:
+        close_within(tools)
+
+
+def call(tools: Tools, tool: str, **arguments: object):  # type: ignore[no-untyped-def]
+    return tools.run(uuid.uuid4().hex, tool, dict(arguments))
+
+
+def test_specs_are_slices_of_the_native_schemas(shared: Tools) -> None:
+    from openhands.tools.file_editor.definition import FileEditorAction
+    from openhands.tools.terminal.definition import TerminalAction
+
+    specs = {spec.name: spec for spec in shared.specs()}
+    assert list(specs) == ["read", "write", "edit", "bash"]
+    native = FileEditorAction.model_json_schema()["properties"]
+    read = specs["read"].parameters
+    assert set(read["properties"]) == {"path", "view_range"} and read["required"] == ["path"]
+    assert read["properties"]["view_range"] == native["view_range"]
+    assert read["additionalProperties"] is False
+    assert specs["write"].parameters["required"] == ["path", "file_text"]
+    edit = specs["edit"].parameters["properties"]
+    assert edit["command"]["enum"] == ["str_replace", "insert"]
+    assert edit["insert_line"] == native["insert_line"]
+    bash = specs["bash"].parameters["properties"]
+    assert bash == {k: TerminalAction.model_json_schema()["properties"][k] for k in bash}
+    assert set(bash) == {"command", "is_input", "timeout"}
+
+
+def test_write_read_edit_bash_round_trip(shared: Tools) -> None:
+    ws = shared.workspace
+    name = f"f{uuid.uuid4().hex[:6]}.txt"
+    checked = shared.validate("write", {"path": name, "file_text": "alpha\nbeta\n"})
+    assert checked.arguments["path"] == str(ws / name) and checked.target == str(ws / name)
+    assert not (ws / name).exists()  # validation has no effect
+    assert call(shared, "write", path=name, file_text="alpha\nbeta\n").status == "ok"
+    assert (ws / name).read_text() == "alpha\nbeta\n"
+    read = call(shared, "read", path=name, view_range=[2, 2])
+    assert read.status == "ok" and "beta" in read.text and "alpha" not in read.text
+    assert read.exit_code is None
+    edited = call(shared, "edit", command="str_replace", path=name, old_str="beta", new_str="B")
+    assert edited.status == "ok" and (ws / name).read_text() == "alpha\nB\n"
+    call(shared, "edit", command="insert", path=str(ws / name), insert_line=0, new_str="top")
+    assert (ws / name).read_text() == "top\nalpha\nB\n"
+    bash = call(shared, "bash", command=f"cat {name} && ls --color=always")
+    assert bash.status == "ok" and bash.exit_code == 0
+    assert "top\nalpha\nB" in bash.text and "\x1b" not in bash.text
+    failing = call(shared, "bash", command="exit_code_test() { return 3; }; exit_code_test")
+    assert failing.exit_code == 3 and failing.status == "error"
+    again = call(shared, "write", path=name, file_text="x")  # the editor refuses to overwrite
+    assert again.status == "error" and again.error
+
+
+def test_paths_outside_the_workspace_are_refused(shared: Tools, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    (shared.workspace / "link").unlink(missing_ok=True)
+    (shared.workspace / "link").symlink_to(tmp_path)
+    for path in (str(outside), "../outside.txt", "link/outside.txt"):
+        with pytest.raises(WorkerFailed) as refused:
+            call(shared, "write", path=path, file_text="no")
+        assert refused.value.code == "invalid_arguments" and "outside the workspace" in str(
+            refused.value
+        )
+        with pytest.raises(WorkerFailed):
+            shared.validate("read", {"path": path})
+    assert not outside.exists()
+
+
+def test_invalid_arguments_write_nothing(shared: Tools) -> None:
+    ws = shared.workspace
+    cases = [
+        ("write", {"path": "bad1.txt", "file_text": 5}, "file_text"),
+        ("write", {"path": "bad2.txt", "file_text": "x", "mode": "w"}, "unexpected argument"),
+        ("write", {"path": "bad3.txt"}, "missing required argument 'file_text'"),
+        ("edit", {"command": "insert", "path": "bad4.txt", "new_str": "x"}, "insert_line"),
+        ("edit", {"command": "create", "path": "bad5.txt", "new_str": "x"}, "command"),
+        ("bash", {"command": "touch bad6.txt", "reset": True}, "unexpected argument 'reset'"),
+        ("read", {"path": 7}, "path"),
+    ]
+    for tool, args, needle in cases:
+        for attempt in (shared.validate, functools.partial(_run_args, shared)):
+            with pytest.raises(WorkerFailed) as failed:
+                attempt(tool, args)
+            assert failed.value.code == "invalid_arguments", (tool, args)
+            assert needle in failed.value.detail, (tool, args, failed.value.detail)
+    with pytest.raises(WorkerFailed) as unknown:
+        shared.validate("format_disk", {})
+    assert unknown.value.code == "unknown_tool"
+    assert sorted(p.name for p in ws.glob("bad*")) == []
+
+
+def _run_args(tools: Tools, tool: str, args: dict[str, object]) -> object:
+    return tools.run(uuid.uuid4().hex, tool, dict(args))
+
+
+def test_cancel_interrupts_a_running_command(shared: Tools) -> None:
+    marker = f"{time.time() % 100:.3f}"
+    cancel = threading.Event()
+    threading.Thread(target=_cancel_when_running, args=(f"sleep 3{marker}", cancel)).start()
+    began = time.monotonic()
+    result = shared.run(uuid.uuid4().hex, "bash", {"command": f"sleep 3{marker}"}, cancel=cancel)
+    assert time.monotonic() - began < 10
+    assert result.interrupted and result.status == "error"
+    assert result.exit_code in (-1, 130)
+    assert live_with(f"sleep 3{marker}") == []
+    assert call(shared, "bash", command="echo still-here").text.startswith("still-here")
+
+
+def _cancel_when_running(needle: str, cancel: threading.Event) -> None:
+    wait_until(lambda: live_with(needle), 20, needle)
+    cancel.set()
+
+
+def test_timeout_gives_an_unfinished_exit_code(shared: Tools) -> None:
+    result = shared.run(uuid.uuid4().hex, "bash", {"command": "sleep 2.5"}, timeout_s=0.5)
+    assert result.exit_code == -1
+    call(shared, "bash", command="C-c", is_input=True)  # stop it, as a model would
+
+
+def test_killed_worker_takes_its_shell_along(tmp_path: Path) -> None:
+    tools = _tools(tmp_path)
+    try:
+        tools.specs()
+        pid = tools.worker.pid or 0
+        outcome: list[BaseException] = []
+        runner = threading.Thread(target=_run_catching, args=(tools, "sleep 30.123", outcome))
+        runner.start()
+        wait_until(lambda: live_with("sleep 30.123"), 20, "the sleep command")
+        killed_at = time.monotonic()
+        os.kill(pid, signal.SIGKILL)
+        runner.join(5)
+        assert time.monotonic() - killed_at < 2.0
+        assert isinstance(outcome[0], WorkerDied) and outcome[0].signal == signal.SIGKILL
+        assert "tool worker" in str(outcome[0]) and "SIGKILL" in str(outcome[0])
+        assert live_with("sleep 30.123") == []
+        tools.restart()
+        assert call(tools, "bash", command="echo reborn").text.startswith("reborn")
+    finally:
+        close_within(tools)
+    assert not pid_running(pid)
+
+
+def _run_catching(tools: Tools, command: str, outcome: list[BaseException]) -> None:
+    try:
+        tools.run(uuid.uuid4().hex, "bash", {"command": command})
+    except BaseException as exc:
+        outcome.append(exc)
+
+
+KERNEL_SCRIPT = """
+import sys, uuid
+from kernel.tools import Tools
+tools = Tools(sys.argv[1], sys.argv[2])
+tools.start()
+tools.specs()
+print(tools.worker.pid, flush=True)
+tools.run(uuid.uuid4().hex, "bash", {"command": "sleep 987.6"})
+"""
+
+
+def test_worker_and_shell_exit_when_the_kernel_is_sigkilled(tmp_path: Path) -> None:
+    (tmp_path / "ws").mkdir()
+    kernel = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            textwrap.dedent(KERNEL_SCRIPT),
+            str(tmp_path / "ws"),
+            str(tmp_path / "term"),
+        ],
+        stdout=subprocess.PIPE,
+        cwd=ROOT,
+        text=True,
+    )
+    try:
+        assert kernel.stdout is not None
+        worker_pid = int(kernel.stdout.readline())
+        wait_until(lambda: live_with("sleep 987.6"), 20, "the sleep command")
+        kernel.kill()
+        kernel.wait()
+        wait_until(lambda: not pid_running(worker_pid), 5, "the worker to exit")
+        wait_until(lambda: not live_with("sleep 987.6"), 5, "the shell's sleep to die")
+    finally:
+        kernel.kill()
+        kernel.wait()
+        if kernel.stdout is not None:
+            kernel.stdout.close()
+        for proc in live_with("987.6"):
+            proc.kill()
