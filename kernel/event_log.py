@@ -54,6 +54,19 @@ def _check_seq(events: list[Event], number: int, name: str) -> None:
         )
 
 
+def check_session(events: list[Event], session_id: str, name: str = "events.jsonl") -> None:
+    """The log starts with this session's `session` record and holds no other session's."""
+    first = events[0] if events else None
+    if first is None or first.kind != "session" or first.data.session_id != session_id:
+        raise CorruptLog(
+            f"{name} of session {session_id} does not start with its session record; "
+            "nothing was written"
+        )
+    for number, event in enumerate(events, 1):
+        if event.session_id != session_id:
+            raise CorruptLog(f"{name} line {number} belongs to session {event.session_id}")
+
+
 class TornTail:
     """The incomplete last line that load() moved out of the log."""
 
@@ -76,13 +89,16 @@ class EventLog:
         self.torn: TornTail | None = None
         self._fd: int | None = None
 
-    def load(self) -> list[Event]:
+    def load(self, session_id: str | None = None) -> list[Event]:
         """Read all events; a torn tail is archived beside the log and cut (see `torn`).
 
-        A corrupt complete line raises CorruptLog and leaves the file byte-for-byte unchanged.
+        A corrupt complete line (or, given session_id, a log that is not that session's)
+        raises CorruptLog and leaves the file byte-for-byte unchanged.
         """
         buf = self.path.read_bytes()
         events, end = parse_log(buf, self.path.name)
+        if session_id is not None:
+            check_session(events, session_id, self.path.name)
         if end < len(buf):
             self.torn = self._cut_tail(buf[end:], end)
         return events

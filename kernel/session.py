@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -15,7 +16,7 @@ import msgspec
 
 from kernel.artifacts import Artifacts
 from kernel.catalog import SessionInfo, is_session_id, list_sessions, sessions_home, status_of
-from kernel.errors import CorruptLog, SessionNotFound, UsageError
+from kernel.errors import SessionNotFound, UsageError
 from kernel.event_log import EventLog, fsync_dir
 from kernel.lock import SessionLock
 from kernel.redact import Redactor
@@ -50,6 +51,9 @@ class Session:
         self.on_event = on_event
         self._lock = lock
         self._log = log
+        # seq order == file order == announcement order, whichever thread appends; re-entrant
+        # because a subscriber may append in turn.
+        self._appending = threading.RLock()
         self.workspace = Path(events[0].data.workspace)
 
     @classmethod
@@ -113,8 +117,7 @@ class Session:
         lock = SessionLock(directory / "lock").acquire()
         try:
             log = EventLog(directory / LOG)
-            events = log.load()
-            _check_first(events, session_id)
+            events = log.load(session_id)
         except BaseException:
             lock.release()
             raise
@@ -139,12 +142,14 @@ class Session:
 
     def append(self, data: Data, durable: bool = False) -> Event:
         """Redact, persist (fsync if durable), keep, then tell the subscriber."""
-        if not self._lock.held:
-            raise RuntimeError(f"session {self.id} is closed")
-        event = make_event(self.id, self._next_seq(), time.time(), self._redact(data))
-        self._log.append(event, durable)
-        self.events.append(event)
-        self._notify(event)
+        clean = self._redact(data)
+        with self._appending:
+            if not self._lock.held:
+                raise RuntimeError(f"session {self.id} is closed")
+            event = make_event(self.id, self._next_seq(), time.time(), clean)
+            self._log.append(event, durable)
+            self.events.append(event)
+            self._notify(event)
         return event
 
     def emit(self, data: Data) -> Event:
@@ -192,12 +197,3 @@ class Session:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
-
-
-def _check_first(events: list[Event], session_id: str) -> None:
-    first = events[0] if events else None
-    if first is None or first.kind != "session" or first.data.session_id != session_id:
-        raise CorruptLog(f"{LOG} of session {session_id} does not start with its session record")
-    for number, event in enumerate(events, 1):
-        if event.session_id != session_id:
-            raise CorruptLog(f"{LOG} line {number} belongs to session {event.session_id}")

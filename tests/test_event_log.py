@@ -144,3 +144,23 @@ def test_parse_log_stops_at_the_last_newline():
     events, end = parse_log(buf)
     assert len(events) == 1 and end == buf.index(b"\n") + 1
     assert parse_log(b"") == ([], 0)
+
+
+def test_a_log_with_only_a_torn_line_is_refused_untouched(session_dir):
+    path = session_dir / "events.jsonl"
+    path.write_bytes(path.read_bytes()[:40])
+    with pytest.raises(CorruptLog, match="session record"):
+        Session.open(session_dir.parent, session_dir.name)
+    assert len(path.read_bytes()) == 40
+    assert not list(session_dir.glob("events.jsonl.torn-*"))
+
+
+def test_another_sessions_log_is_refused_before_any_recovery(session_dir, short_tmp):
+    other = short_tmp / "s" / ("e" * 32)
+    other.mkdir()
+    damaged = (session_dir / "events.jsonl").read_bytes() + b'{"torn'
+    (other / "events.jsonl").write_bytes(damaged)
+    with pytest.raises(CorruptLog, match="session record"):
+        Session.open(other.parent, other.name)
+    assert (other / "events.jsonl").read_bytes() == damaged
+    assert not list(other.glob("events.jsonl.torn-*"))

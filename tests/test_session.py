@@ -99,6 +99,34 @@ def test_a_raising_subscriber_never_stops_persistence(home, workspace, capfd):
     assert "subscriber broke" in err and SECRET not in err
 
 
+def test_appends_from_many_threads_keep_seq_file_and_announcement_order(home, workspace):
+    import threading
+
+    seen = []
+    with Session.create(home, workspace, on_event=lambda e: seen.append(e.seq)) as s:
+        threads = [
+            threading.Thread(target=lambda: [s.append(UserData(text="x")) for _ in range(50)])
+            for _ in range(4)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert seen == list(range(1, 202))
+    assert [r["seq"] for r in log_lines(home / s.id)] == seen
+
+
+def test_a_subscriber_may_append_in_turn(home, workspace):
+    def echo(event):
+        if event.kind == "user" and event.data.text == "ping":
+            s.append(UserData(text="pong"))
+
+    s = Session.create(home, workspace, on_event=echo)
+    with s:
+        s.append(UserData(text="ping"))
+    assert [r["data"].get("text") for r in log_lines(home / s.id)] == [None, "ping", "pong"]
+
+
 def test_emit_is_transient_and_redacted(home, workspace):
     seen = []
     with Session.create(home, workspace, on_event=seen.append, secrets=[SECRET]) as s:
