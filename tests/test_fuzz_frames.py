@@ -1,0 +1,173 @@
+"""Thousands of random, truncated and wrong-version frames: both ends stay up and keep serving."""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+import zmq
+
+from kernel.supervisor import Worker
+from protocol.codec import decode_from_worker, decode_to_worker, encode_frame
+from protocol.messages import Cancel, Failed, Heartbeat, Ready, RunTool, ToolResult
+from tests.helpers_workers import close_within, fake_worker, pid_running, wait_until
+
+ROOT = Path(__file__).resolve().parent.parent
+KINDS = ["heartbeat", "route", "generate", "list_tools", "validate", "run_tool", "cancel", "ready"]
+KINDS += ["tool_result", "failed", "progress", "nonsense"]
+
+
+def random_frame(rng: random.Random) -> bytes:
+    """One frame that is wrong in a random way (bytes, truncation, version, body)."""
+    good = encode_frame(RunTool(id="r", tool="echo", arguments={"a": [1, 2]}))
+    match rng.randrange(5):
+        case 0:
+            return rng.randbytes(rng.randrange(0, 80))
+        case 1:
+            return good[: rng.randrange(len(good))]
+        case 2:
+            return msgspec.msgpack.encode({"v": rng.choice([0, 2, 99, -1]), "body": {"id": "x"}})
+        case 3:
+            body: dict[str, Any] = {"kind": rng.choice(KINDS)}
+            for key in rng.sample(["id", "pid", "tool", "arguments", "busy", "zzz"], 3):
+                body[key] = rng.choice([1, "s", None, [1], {"k": 2}, 3.5, True])
+            return msgspec.msgpack.encode({"v": 1, "body": body})
+    return msgspec.msgpack.encode(rng.choice([[1, 2], "frame", 7, None, {"v": 1}]))
+
+
+class FakeKernel:
+    """The test plays the kernel: a bound ROUTER and a raw worker process."""
+
+    def __init__(self, runtime: Path) -> None:
+        self.ctx = zmq.Context()
+        self.sock = self.ctx.socket(zmq.ROUTER)
+        self.sock.setsockopt(zmq.LINGER, 0)
+        endpoint = f"ipc://{runtime}/k.sock"
+        self.sock.bind(endpoint)
+        env = {**os.environ, "JMP_KERNEL_PID": str(os.getpid()), "PYTHONPATH": str(ROOT)}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.fakes.worker", endpoint], env=env, cwd=ROOT
+        )
+        self.ident = b""
+        assert isinstance(self.recv(10), Ready)
+
+    def recv(self, timeout_s: float, skip_heartbeats: bool = True) -> Any:
+        deadline = time.monotonic() + timeout_s
+        while self.sock.poll(max(0, int((deadline - time.monotonic()) * 1000))):
+            self.ident, buf = self.sock.recv_multipart()
+            msg = decode_from_worker(buf)
+            if not (skip_heartbeats and isinstance(msg, Heartbeat)):
+                return msg
+        raise AssertionError("the worker did not answer in time")
+
+    def send(self, buf: bytes) -> None:
+        self.sock.send_multipart([self.ident, buf])
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+        self.sock.close()
+        self.ctx.term()
+
+
+@pytest.fixture
+def kernel(short_tmp: Path) -> Iterator[FakeKernel]:
+    fake = FakeKernel(short_tmp)
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+def test_worker_answers_every_bad_frame_and_keeps_serving(kernel: FakeKernel) -> None:
+    rng = random.Random(20261129)
+    sent = 0
+    for n in range(3000):
+        frame = random_frame(rng)
+        try:
+            decode_to_worker(frame)
+            continue  # valid by chance: not garbage
+        except Exception:
+            pass
+        kernel.send(frame)
+        sent += 1
+        if n % 100 == 0:
+            kernel.send(encode_frame(Heartbeat(pid=os.getpid())))
+    codes = [kernel.recv(10) for _ in range(sent)]
+    assert all(isinstance(c, Failed) for c in codes)
+    assert {c.code for c in codes} == {"bad_request", "unsupported_version"}
+    kernel.send(encode_frame(RunTool(id="ok", tool="echo", arguments={"n": 1})))
+    reply = kernel.recv(10)
+    assert isinstance(reply, ToolResult) and reply.reply_to == "ok" and reply.text == '{"n":1}'
+
+
+def test_bad_frames_name_the_problem(kernel: FakeKernel) -> None:
+    kernel.send(msgspec.msgpack.encode({"v": 2, "body": {"kind": "run_tool", "id": "r9"}}))
+    failed = kernel.recv(10)
+    assert failed.code == "unsupported_version" and failed.reply_to == "r9"
+    bad = {"v": 1, "body": {"kind": "run_tool", "id": "r8", "tool": 3, "arguments": {}}}
+    kernel.send(msgspec.msgpack.encode(bad))
+    failed = kernel.recv(10)
+    assert failed.code == "bad_request" and failed.reply_to == "r8"
+    assert "$.body.tool" in failed.detail  # msgspec's path
+    kernel.send(b"\xc1")
+    failed = kernel.recv(10)
+    assert failed.code == "bad_request" and failed.reply_to is None
+
+
+def test_second_request_while_busy_is_refused(kernel: FakeKernel) -> None:
+    kernel.send(encode_frame(RunTool(id="slow", tool="sleep", arguments={"seconds": 30})))
+    wait_until(lambda: kernel.recv(2, skip_heartbeats=False).busy == "slow", 3, "a busy beat")
+    kernel.send(encode_frame(RunTool(id="other", tool="echo", arguments={})))
+    refused = kernel.recv(10)
+    assert (
+        refused.reply_to == "other" and refused.code == "bad_request" and "busy" in refused.detail
+    )
+    kernel.send(encode_frame(Cancel(id="slow")))
+    stopped = kernel.recv(10)
+    assert stopped.reply_to == "slow" and stopped.interrupted
+
+
+def test_worker_exits_when_the_kernel_falls_silent(kernel: FakeKernel) -> None:
+    began = time.monotonic()
+    wait_until(lambda: kernel.proc.poll() is not None, 8, "the worker to give up")
+    assert 2.5 < time.monotonic() - began < 6 and kernel.proc.returncode == 3
+
+
+def test_kernel_drops_garbage_from_any_peer(short_tmp: Path) -> None:
+    worker = fake_worker(short_tmp)
+    try:
+        worker.wait_ready(30)
+        ctx = zmq.Context()
+        intruder = ctx.socket(zmq.DEALER)
+        intruder.setsockopt(zmq.LINGER, 0)
+        intruder.connect(worker.endpoint)
+        rng = random.Random(4)
+        for n in range(3000):
+            intruder.send(random_frame(rng))
+            if n % 500 == 0:
+                intruder.send_multipart([b"a", b"b"])
+                intruder.send(encode_frame(Ready(pid=worker.pid or 0, worker="tool")))
+                fake = ToolResult(reply_to="mine", status="ok", text="forged")
+                intruder.send(encode_frame(fake))
+        reply = worker.request(RunTool(id="mine", tool="echo", arguments={"z": 0}))
+        assert reply.text == '{"z":0}' and worker.alive
+        intruder.close()
+        ctx.term()
+    finally:
+        close_within(worker)
+    assert not pid_running(worker.pid or 0)
+
+
+def test_closed_worker_context_terminates(short_tmp: Path) -> None:
+    worker: Worker = fake_worker(short_tmp)
+    worker.wait_ready(30)
+    close_within(worker, 5)
