@@ -109,7 +109,7 @@ class ContextPolicy:
         recall: RecallIndex | None = None,
         checkpoint: Checkpoint | None = None,
     ) -> Projection:
-        """The audience's context block within budget − reserved; ContextOverflow if intent can't fit."""
+        """The context block within budget minus reserved; ContextOverflow if intent cannot fit."""
         whole = self.budget(audience)
         budget = whole - reserved_bytes
         state = self.state(events, checkpoint)

@@ -91,7 +91,7 @@ class Archive:
 
     def summary_line(self, hidden: int, ok: int, last_seq: int) -> str:
         return (
-            f"[archive: {hidden:,} earlier calls not shown (seq {self.first_seq():,}–"
+            f"[archive: {hidden:,} earlier calls not shown (seq {self.first_seq():,} to "
             f"{last_seq:,}): {ok:,} ok, {hidden - ok:,} error; the recall tool searches them]"
         )
 

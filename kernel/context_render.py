@@ -1,4 +1,4 @@
-"""Text pieces of a projection: UTF-8 sizes and cuts, factual rows, excerpts with omission markers."""
+"""Projection text pieces: UTF-8 sizes and cuts, factual rows, excerpts with omission markers."""
 
 from __future__ import annotations
 

@@ -52,7 +52,8 @@ CREATE TABLE IF NOT EXISTS pages(
 CREATE INDEX IF NOT EXISTS pages_seq ON pages(seq);
 CREATE INDEX IF NOT EXISTS pages_call ON pages(call_id);
 CREATE VIRTUAL TABLE IF NOT EXISTS pages_fts USING fts5(
-    body, target, kind UNINDEXED, content='pages', content_rowid='id', tokenize='unicode61 remove_diacritics 0');
+    body, target, kind UNINDEXED, content='pages', content_rowid='id',
+    tokenize='unicode61 remove_diacritics 0');
 CREATE VIRTUAL TABLE IF NOT EXISTS pages_vocab USING fts5vocab(pages_fts, 'row');
 """
 COLUMNS = "p.seq, p.part, p.kind, p.tool, p.target, p.provenance, p.body"

@@ -1,4 +1,4 @@
-"""Synthetic sessions for the context and recall tests: real protocol events, in-memory artifacts."""
+"""Synthetic sessions for context and recall tests: real protocol events, in-memory artifacts."""
 
 from __future__ import annotations
 
@@ -82,10 +82,8 @@ class Log:
         return call_id
 
     def read_file(self, path: str, view_range: list[int] | None, content: str) -> str:
-        args = '{"command":"view","path":"%s"%s}' % (
-            path,
-            f',"view_range":[{view_range[0]},{view_range[1]}]' if view_range else "",
-        )
+        extra = f',"view_range":[{view_range[0]},{view_range[1]}]' if view_range else ""
+        args = '{"command":"view","path":"' + path + '"' + extra + "}"
         return self.call("read", path, content, arguments=args)
 
     def uncertain(self, call_id: str, tool: str, acknowledged: bool = False) -> None:
@@ -104,21 +102,23 @@ def text_of(rng: random.Random, words: int) -> str:
     return " ".join(rng.choice(WORDS) for _ in range(words))
 
 
-def synthetic(n_events: int, seed: int = 1, big_every: int = 0) -> Log:
+def synthetic(
+    n_events: int, seed: int = 1, big_every: int = 0, request_rate: float = 0.02
+) -> Log:
     """A session of about `n_events` events: requests, answers, reads, edits, shells, errors."""
     rng = random.Random(seed)
     log = Log()
     request = 0
     while len(log.events) < n_events:
         roll = rng.random()
-        if roll < 0.02 or not log.events:
+        if roll < request_rate or not log.events:
             request += 1
             log.user(f"request {request}: fix the {text_of(rng, 4)} ✨ 修复")
-        elif roll < 0.04:
+        elif roll < 0.02 + request_rate:
             log.final(f"answer {request}: done with {text_of(rng, 6)}")
-        elif roll < 0.05:
+        elif roll < 0.03 + request_rate:
             log.add(ErrorData(stage="route", error_class="ProviderError", message="503 " * 40))
-        elif roll < 0.08:
+        elif roll < 0.06 + request_rate:
             log.add(RouteData(choice="bash", confidence=0.9, context_bytes=100, probabilities={}))
         else:
             tool = rng.choice(["read", "bash", "edit", "write", "mcp.search", "read"])
