@@ -62,6 +62,10 @@ def chat(stream: bool = True, usage: bool = True, tools: bool = False) -> dict[s
     return body
 
 
+def client_for(flash: FlashServer, retries: int = 0) -> openai.OpenAI:
+    return openai.OpenAI(api_key="k", base_url=flash.url, max_retries=retries)
+
+
 @pytest.fixture
 def flash() -> Any:
     with FlashServer() as server:
@@ -96,20 +100,18 @@ def test_usage_chunk_only_when_asked(flash: FlashServer) -> None:
 
 def test_text_reply_through_the_openai_sdk(flash: FlashServer) -> None:
     flash.queue([{"text": "Hello there, this is a longer answer."}])
-    client = openai.OpenAI(api_key="k", base_url=flash.url, max_retries=0)
-    stream = client.chat.completions.create(**chat())
-    with stream:
+    with client_for(flash) as client, client.chat.completions.create(**chat()) as stream:
         parts = [c.choices[0].delta.content or "" for c in stream if c.choices]
+        completion = client.chat.completions.create(**chat(stream=False))
     assert "".join(parts) == "Hello there, this is a longer answer." and len(parts) > 3
-    completion = client.chat.completions.create(**chat(stream=False))
     assert completion.choices[0].message.content == "Done."  # queue empty: default
     assert completion.usage is not None and completion.model == "m1"
 
 
 def test_both_paths_and_models_endpoint(flash: FlashServer) -> None:
     assert raw_post(flash.url, chat(), path="/chat/completions")[0] == 200
-    client = openai.OpenAI(api_key="k", base_url=flash.url, max_retries=0)
-    assert [m.id for m in client.models.list()] == ["deepseek-v4-flash"]
+    with client_for(flash) as client:
+        assert [m.id for m in client.models.list()] == ["deepseek-v4-flash"]
     assert len(flash.completions()) == 1
 
 
@@ -122,10 +124,10 @@ def test_default_tool_reply_satisfies_required_fields(flash: FlashServer) -> Non
 
 def test_http500_fault_then_recovery_with_retry_after(flash: FlashServer) -> None:
     flash.fault("http500", count=2)
-    client = openai.OpenAI(api_key="k", base_url=flash.url, max_retries=1)
-    with pytest.raises(openai.InternalServerError):
-        client.chat.completions.create(**chat(stream=False))
-    assert client.chat.completions.create(**chat(stream=False)).choices[0].message.content
+    with client_for(flash, retries=1) as client:
+        with pytest.raises(openai.InternalServerError):
+            client.chat.completions.create(**chat(stream=False))
+        assert client.chat.completions.create(**chat(stream=False)).choices[0].message.content
     assert len(flash.completions()) == 3
 
 
