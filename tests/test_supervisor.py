@@ -160,6 +160,7 @@ def test_hung_worker_is_killed_and_reported(workers: list[Worker], short_tmp: Pa
 
 def test_cancel_is_confirmed_by_the_worker(workers: list[Worker], short_tmp: Path) -> None:
     worker = start(workers, short_tmp)
+    worker.wait_ready(30)
     cancel = threading.Event()
     threading.Timer(0.2, cancel.set).start()
     reply = worker.request(run("sleep", seconds=30), cancel=cancel)
