@@ -12,6 +12,7 @@ import contextlib
 import os
 import re
 import sqlite3
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,7 @@ from protocol.events import (
 )
 
 SCHEMA_VERSION = "1"
+WORD = re.compile(r"\w+")
 PAGE_CHARS = 2048
 OVERLAP_CHARS = 256
 MAX_OUTPUT_CHARS = 1_000_000  # outputs beyond this are indexed up to here (the artifact keeps all)
@@ -37,7 +39,8 @@ MAX_TERMS = 16
 # Ranking cost grows with the number of matching pages; terms are used rarest first while
 # the pages they match stay under this, and a query of only very common words is answered
 # newest first instead (FTS5 stops early on rowid order). Keeps p95 low at 100k pages.
-RANKED_MATCHES = 3000
+# Page counts per word live in our own `terms` table: fts5vocab counts by reading doclists.
+RANKED_MATCHES = 2000
 PROVENANCE = {
     "user": "user instruction",
     "final": "assistant conversation",
@@ -51,10 +54,10 @@ CREATE TABLE IF NOT EXISTS pages(
     body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS pages_seq ON pages(seq);
 CREATE INDEX IF NOT EXISTS pages_call ON pages(call_id);
+CREATE TABLE IF NOT EXISTS terms(term TEXT PRIMARY KEY, docs INTEGER NOT NULL) WITHOUT ROWID;
 CREATE VIRTUAL TABLE IF NOT EXISTS pages_fts USING fts5(
     body, target, kind UNINDEXED, content='pages', content_rowid='id',
     tokenize='unicode61 remove_diacritics 0');
-CREATE VIRTUAL TABLE IF NOT EXISTS pages_vocab USING fts5vocab(pages_fts, 'row');
 """
 COLUMNS = "p.seq, p.part, p.kind, p.tool, p.target, p.provenance, p.body"
 
@@ -76,14 +79,10 @@ class Page:
     text: str
 
 
-def query_terms(text: str, max_terms: int = MAX_TERMS) -> list[str]:
+def query_terms(text: str, max_terms: int | None = MAX_TERMS) -> list[str]:
     """The distinct lower-case words of `text`; quotes and operators are dropped, never parsed."""
-    seen: dict[str, None] = {}
-    for word in re.findall(r"\w+", text.lower()):
-        if len(seen) >= max_terms:
-            break
-        seen.setdefault(word, None)
-    return list(seen)
+    words = dict.fromkeys(WORD.findall(text.lower()))
+    return list(words)[:max_terms] if max_terms is not None else list(words)
 
 
 def fts_query(terms: list[str], mode: str = "AND") -> str:
@@ -208,6 +207,7 @@ class RecallIndex:
         db.execute("BEGIN IMMEDIATE")
         try:
             added = 0
+            counts: Counter[str] = Counter()
             for page in self._pages(events_after(events, through), read_artifact):
                 cur = db.execute(
                     "INSERT INTO pages(seq, part, kind, tool, target, call_id, provenance, body)"
@@ -218,7 +218,13 @@ class RecallIndex:
                     "INSERT INTO pages_fts(rowid, body, target, kind) VALUES (?, ?, ?, ?)",
                     (cur.lastrowid, page[7], page[4], page[2]),
                 )
+                counts.update(set(query_terms(f"{page[7]} {page[4]}", max_terms=None)))
                 added += 1
+            db.executemany(
+                "INSERT INTO terms VALUES (?, ?) "
+                "ON CONFLICT(term) DO UPDATE SET docs = docs + excluded.docs",
+                counts.items(),
+            )
             db.execute("INSERT OR REPLACE INTO meta VALUES ('session_id', ?)", (session_id,))
             db.execute("INSERT OR REPLACE INTO meta VALUES ('through', ?)", (str(last),))
             db.execute("COMMIT")
@@ -321,7 +327,7 @@ class RecallIndex:
     def _match(
         self, terms: list[str], mode: str, below_id: int, limit: int, skip_user: bool = False
     ) -> list[Page]:
-        counts = {t: self._pages_with(t) for t in terms}
+        counts = self._pages_with(terms)
         known = sorted((n, t) for t, n in counts.items() if n)
         if mode == "AND" and len(known) < len(terms):
             return []
@@ -345,9 +351,11 @@ class RecallIndex:
         )
         return self._by_ids([int(r[0]) for r in ids])
 
-    def _pages_with(self, term: str) -> int:
-        rows = self._rows("SELECT doc FROM pages_vocab WHERE term = ?", (term,))
-        return int(rows[0][0]) if rows else 0
+    def _pages_with(self, terms: list[str]) -> dict[str, int]:
+        marks = ",".join("?" * len(terms))
+        rows = self._rows(f"SELECT term, docs FROM terms WHERE term IN ({marks})", terms)
+        found = {str(term): int(docs) for term, docs in rows}
+        return {term: found.get(term, 0) for term in terms}
 
     def _by_ids(self, ids: list[int]) -> list[Page]:
         if not ids:
