@@ -152,6 +152,13 @@ def test_drop_fault_sends_nothing(flash: FlashServer) -> None:
         raw_post(flash.url, chat())
 
 
+def test_clear_faults_drops_the_unused_ones(flash: FlashServer) -> None:
+    flash.fault("http500", count=4)
+    assert raw_post(flash.url, chat())[0] == 500
+    assert flash.clear_faults() == 3
+    assert raw_post(flash.url, chat())[0] == 200
+
+
 def test_slow_fault_delays_every_chunk(flash: FlashServer) -> None:
     flash.queue([{"text": "x" * 24}])  # 8-char pieces: role chunk + 3 + finish + usage + DONE
     flash.fault("slow", seconds=0.05)

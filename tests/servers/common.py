@@ -44,6 +44,12 @@ class Faults:
         with self._lock:
             return len(self._queue)
 
+    def clear(self) -> int:
+        """Drop every pending fault; how many there were."""
+        with self._lock:
+            count, self._queue = len(self._queue), []
+            return count
+
 
 class Recorder:
     """Every request a server received, in arrival order."""

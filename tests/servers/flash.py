@@ -184,6 +184,10 @@ class FlashServer:
             kind, count, seconds=seconds, after_chunks=after_chunks, retry_after_ms=retry_after_ms
         )
 
+    def clear_faults(self) -> int:
+        """Drop the faults not used yet; how many there were."""
+        return self.state.faults.clear()
+
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()

@@ -282,6 +282,10 @@ class JevServer:
         """Inject `kind` (http500, invalid_json, delay, drop) into the next `count` POSTs."""
         self.state.faults.add(kind, count, seconds=seconds, retry_after_ms=retry_after_ms)
 
+    def clear_faults(self) -> int:
+        """Drop the faults not used yet; how many there were."""
+        return self.state.faults.clear()
+
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
