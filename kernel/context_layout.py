@@ -67,9 +67,16 @@ class Archive:
     calls: list[Call] = field(default_factory=list)
     title: str = "== ARCHIVED EXECUTION (factual rows, oldest first; full records via recall) =="
     shown: list[str] = field(default_factory=list)
+    chunk_rows: int = field(init=False)
+    chunk_ok: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        # Once per projection: the chunks come from the checkpoint and never change here.
+        self.chunk_rows = sum(len(c.rows) for c in self.chunks)
+        self.chunk_ok = sum(c.marks.count("o") for c in self.chunks)
 
     def total(self) -> int:
-        return sum(len(c.rows) for c in self.chunks) + len(self.calls)
+        return self.chunk_rows + len(self.calls)
 
     def iter_newest(self) -> Iterator[tuple[str, str]]:
         """Rows newest first, lazily: only the shown ones are ever rendered."""
@@ -79,9 +86,7 @@ class Archive:
             yield from zip(reversed(chunk.rows), reversed(chunk.marks), strict=False)
 
     def counts(self) -> tuple[int, int]:
-        ok = sum(c.marks.count("o") for c in self.chunks) + sum(
-            1 for c in self.calls if c.status == "ok"
-        )
+        ok = self.chunk_ok + sum(1 for c in self.calls if c.status == "ok")
         return ok, self.total() - ok
 
     def first_seq(self) -> int:

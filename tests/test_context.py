@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernel.context import ContextPolicy, compact, load_latest_checkpoint, write_checkpoint
+from kernel.context import (
+    ContextPolicy,
+    compact,
+    load_latest_checkpoint,
+    project_session,
+    write_checkpoint,
+)
 from kernel.context_render import cut_head, cut_tail, excerpt, nbytes
 from kernel.context_state import (
     Call,
@@ -23,8 +28,8 @@ from kernel.context_state import (
 )
 from kernel.errors import ConfigError, ContextOverflow
 from kernel.recall import RecallIndex
-from protocol.events import ErrorData, ToolUncertainData, UserData
-from tests.helpers_context import SESSION_ID, Log, synthetic
+from protocol.events import ErrorData, FinalData, ToolUncertainData, UserData
+from tests.helpers_context import Log, synthetic
 
 POLICY = ContextPolicy()
 
@@ -408,32 +413,29 @@ def test_checkpoint_start_is_cheaper_than_a_full_fold(short_tmp: Path) -> None:
     assert best(checkpoint=checkpoint) * 5 < best()
 
 
-class FakeSession(SimpleNamespace):
-    """The three things compact() uses: events, directory, append."""
+def test_compact_on_a_real_session_writes_one_checkpoint_and_two_events(
+    short_tmp: Path,
+) -> None:
+    from kernel.session import Session
 
-    def append(self, data: object, durable: bool = False) -> None:
-        self.events.append(
-            self.events[-1].__class__(
-                session_id=SESSION_ID,
-                seq=len(self.events) + 1,
-                time=1.0,
-                kind="compaction",
-                data=data,
-            )
-        )
-
-
-def test_compact_writes_one_checkpoint_and_two_compaction_events(short_tmp: Path) -> None:
-    log = synthetic(500, seed=2)
-    session = FakeSession(events=list(log.events), directory=short_tmp)
-    written = compact(session)
-    assert [w.audience for w in written] == ["router", "generator"]
-    last = log.events[-1].seq
-    assert {w.checkpoint for w in written} == {f"context-{last}.json"}
-    assert [e.kind for e in session.events[-2:]] == ["compaction", "compaction"]
-    assert session.events[-1].data.through == last
-    again, _ = POLICY.checkpoint(log.events, "router")
-    assert (short_tmp / f"context-{last}.json").read_bytes() == again
+    workspace = short_tmp / "ws"
+    workspace.mkdir()
+    session = Session.create(short_tmp / "home", workspace)
+    try:
+        session.append(UserData(text="compact me 🧊"))
+        for i in range(30):
+            session.append(FinalData(status="completed", summary=f"answer {i}"))
+        last = session.events[-1].seq
+        written = compact(session)
+        assert [w.audience for w in written] == ["router", "generator"]
+        assert {w.checkpoint for w in written} == {f"context-{last}.json"}
+        assert [e.kind for e in session.events[-2:]] == ["compaction", "compaction"]
+        again, _ = POLICY.checkpoint(session.events[:-2], "router")
+        assert (session.directory / f"context-{last}.json").read_bytes() == again
+        projection = project_session(session, POLICY, "router", reserved_bytes=100)
+        assert "compact me 🧊" in projection.text and projection.through == last + 2
+    finally:
+        session.close()
 
 
 # --- recall in the working set ---------------------------------------------------------------
