@@ -333,7 +333,7 @@ class Agent:
         )
 
     def _compact(self) -> str:
-        from kernel.context import compact
+        from kernel.context_checkpoint import compact
 
         written = compact(self.session)
         return f"Compacted locally: {len(written)} checkpoint(s), no model call."

@@ -107,6 +107,7 @@ class ToolStep:
         self.cancel = cancel
         self._mcp: list[ToolSpec] | None = None
         self._recall: Any = None
+        self._loaded_checkpoint: tuple[Any] | None = None
 
     # --- context --------------------------------------------------------------------
 
@@ -133,7 +134,16 @@ class ToolStep:
             reserved_bytes=reserved,
             read_artifact=self.session.artifacts.read_text,
             recall=self.recall_index(),
+            checkpoint=self._checkpoint(),
         )
+
+    def _checkpoint(self) -> Any:
+        """The latest compaction checkpoint, read once per run (building starts from it)."""
+        if self._loaded_checkpoint is None:
+            from kernel.context_checkpoint import load_latest_checkpoint
+
+            self._loaded_checkpoint = (load_latest_checkpoint(self.session.directory),)
+        return self._loaded_checkpoint[0]
 
     def mcp_specs(self) -> list[ToolSpec]:
         """MCP tools, when servers are configured (waits for the tool worker once)."""

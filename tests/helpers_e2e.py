@@ -58,6 +58,7 @@ class Jmp:
         self.home = tmp / "sessions"
         self.workspace = tmp / "ws"
         self.workspace.mkdir(exist_ok=True)
+        (tmp / "mcp.json").write_text('{"mcpServers": {}}')
         self.jev = jev
         self.flash = flash
         self.extra_env: dict[str, str] = {}
@@ -70,7 +71,7 @@ class Jmp:
             FLASH_API_KEY=FLASH_KEY,
             FLASH_BASE_URL=self.flash.url,
             JMP_SESSIONS_DIR=str(self.home),
-            JMP_MCP_CONFIG=str(self.tmp / "no-mcp.json"),
+            JMP_MCP_CONFIG=str(self.tmp / "mcp.json"),
             PYTHONUNBUFFERED="1",
         )
         env.pop("DEEPSEEK_API_KEY", None)

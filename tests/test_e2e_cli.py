@@ -122,8 +122,7 @@ def test_generation_500_leaves_no_tool_started_and_retry_completes(jmp: Jmp) -> 
     errors = out.of("error")
     assert errors and errors[-1]["stage"] == "generate"
     assert not (jmp.workspace / "hello.py").exists()
-    while jmp.flash.state.faults.take():  # clear the faults left over
-        pass
+    jmp.flash.clear_faults()
     jmp.jev.script([{"route": "write"}, {"route": "done"}, {"completion_review": "complete"}])
     jmp.flash.queue([WRITE, {"text": "written"}])
     again = jmp.run("--session", out.result["session_id"])

@@ -136,8 +136,9 @@ def main() -> int:
             flash.queue(
                 [{"tool_call": {"arguments": {"command": "echo started >> log.txt; sleep 30"}}}]
             )
-            session = demo.run_and_kill("--workspace", str(demo.workspace), "run the slow job",
-                                        when="sleep 30")
+            session = demo.run_and_kill(
+                "--workspace", str(demo.workspace), "run the slow job", when="sleep 30"
+            )
 
             say("3. Reopening: the interrupted call is uncertain, the run is blocked")
             result = demo.run("--session", session)
