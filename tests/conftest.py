@@ -8,6 +8,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -29,3 +30,21 @@ def short_tmp() -> Iterator[Path]:
 @pytest.fixture
 def python() -> str:
     return sys.executable
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[Any, Any]]:
+    """A loopback Jev server and a loopback OpenAI-compatible server."""
+    from tests.servers.flash import FlashServer
+    from tests.servers.jev import JevServer
+
+    with JevServer() as jev, FlashServer() as flash:
+        yield jev, flash
+
+
+@pytest.fixture
+def jmp(short_tmp: Path, servers: tuple[Any, Any]) -> Any:
+    """The real CLI against the loopback servers, in a fresh workspace and sessions dir."""
+    from tests.helpers_e2e import Jmp
+
+    return Jmp(short_tmp, *servers)

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from tests.servers.flash import FlashServer
 from tests.servers.jev import JevServer
@@ -130,19 +128,6 @@ def wait_for_line(proc: subprocess.Popen[str], predicate: Any, timeout: float = 
 
 def kill_group(proc: subprocess.Popen[str]) -> None:
     """kill -9 the CLI's whole process group (workers live in groups of their own)."""
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     proc.wait(timeout=10)
-
-
-@pytest.fixture
-def servers() -> Iterator[tuple[JevServer, FlashServer]]:
-    with JevServer() as jev, FlashServer() as flash:
-        yield jev, flash
-
-
-@pytest.fixture
-def jmp(short_tmp: Path, servers: tuple[JevServer, FlashServer]) -> Jmp:
-    return Jmp(short_tmp, *servers)

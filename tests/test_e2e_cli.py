@@ -6,7 +6,7 @@ import json
 import signal
 import time
 
-from tests.helpers_e2e import FLASH_KEY, JEV_KEY, Jmp, jmp, servers, wait_for_line  # noqa: F401
+from tests.helpers_e2e import FLASH_KEY, JEV_KEY, Jmp, wait_for_line
 
 WRITE = {"tool_call": {"arguments": {"path": "hello.py", "file_text": "print('hello')\n"}}}
 RUN = {"tool_call": {"arguments": {"command": "python3 hello.py"}}}
