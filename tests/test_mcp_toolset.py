@@ -1,0 +1,267 @@
+"""workers.mcp against real stdio MCP servers (tests/fakes/mcp_server.py), started by the SDK."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from tests.fakes.mcp_server import DEFAULT_TOOLS
+from workers.mcp import MAX_MCP_TOOLS, TOOL_LIMIT, McpToolset, UnknownTool, start_toolset
+
+FAKE = str(Path(__file__).resolve().parent / "fakes" / "mcp_server.py")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def fake(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    return {"command": sys.executable, "args": [FAKE, *args], "env": env or {}}
+
+
+def server_processes(ignore: set[int] | None = None) -> list[psutil.Process]:
+    """Live fake MCP servers anywhere below this test process, except the `ignore` pids."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            alive = child.status() != psutil.STATUS_ZOMBIE
+            if alive and FAKE in child.cmdline() and child.pid not in (ignore or set()):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def wait_gone(pids: list[int], timeout_s: float = 10.0) -> list[int]:
+    """The pids still alive (zombies count as gone) after waiting up to timeout_s."""
+    deadline = time.monotonic() + timeout_s
+    alive = pids
+    while alive and time.monotonic() < deadline:
+        alive = [p for p in alive if psutil.pid_exists(p) and not _zombie(p)]
+        if alive:
+            time.sleep(0.05)
+    return alive
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def is_fixed(schema: dict[str, Any]) -> bool:
+    """CONTRACT 7's offload rule: every value of the schema is fixed."""
+    if "const" in schema or schema.get("type") == "null":
+        return True
+    if isinstance(schema.get("enum"), list) and len(schema["enum"]) == 1:
+        return True
+    if schema.get("type") != "object" or schema.get("additionalProperties") is not False:
+        return False
+    properties = schema.get("properties", {})
+    return set(schema.get("required", [])) == set(properties) and all(
+        is_fixed(p) for p in properties.values()
+    )
+
+
+@pytest.fixture(scope="module")
+def toolset() -> Iterator[McpToolset]:
+    """One healthy server, one that exits at start, one whose command does not exist."""
+    config = {
+        "mcpServers": {
+            "alpha": fake(env={"FAKE_TOKEN": "tok-secret-42"}),
+            "broken": fake("--fail-start"),
+            "missing": {"command": "/nonexistent/mcp-server-x", "args": []},
+        }
+    }
+    started = start_toolset(config)
+    try:
+        yield started
+    finally:
+        started.close()
+
+
+def test_specs_carry_the_servers_own_schemas_and_mcp_names(toolset: McpToolset) -> None:
+    specs = {spec.name: spec for spec in toolset.specs}
+    assert set(specs) == {f"mcp.{name}" for name in DEFAULT_TOOLS}
+    for name, (description, schema) in DEFAULT_TOOLS.items():
+        spec = specs[f"mcp.{name}"]
+        assert spec.parameters == schema  # nothing injected: no summary, no security_risk
+        assert spec.description == description
+        assert spec.source == "mcp:alpha"
+
+
+def test_fixed_schema_tools_stay_fixed_so_the_kernel_can_offload(toolset: McpToolset) -> None:
+    specs = {spec.name: spec.parameters for spec in toolset.specs}
+    assert is_fixed(specs["mcp.ping"]) and is_fixed(specs["mcp.mode"])
+    assert not is_fixed(specs["mcp.echo"])
+    result = toolset.call("mcp.mode", {"mode": "all", "depth": 2}, threading.Event())
+    assert result["text"] == "mode=all depth=2"
+
+
+def test_failed_servers_are_reported_and_the_others_work(toolset: McpToolset) -> None:
+    assert set(toolset.failed) == {"broken", "missing"}
+    assert "/nonexistent/mcp-server-x" in toolset.failed["missing"]
+    assert all(spec.source == "mcp:alpha" for spec in toolset.specs)
+    assert toolset.call("mcp.ping", {}, threading.Event())["text"] == "pong"
+
+
+def test_call_with_arguments(toolset: McpToolset) -> None:
+    result = toolset.call("mcp.echo", {"text": "hi", "times": 3}, threading.Event())
+    assert result == {"status": "ok", "text": "hi hi hi", "error": "", "exit_code": None}
+    assert toolset.call("mcp.add", {"a": 2, "b": 3.5})["text"] == "5.5"
+
+
+def test_env_reaches_the_server(toolset: McpToolset) -> None:
+    assert toolset.call("mcp.getenv", {"name": "FAKE_TOKEN"})["text"] == "tok-secret-42"
+
+
+def test_application_error_is_an_ok_result_with_content_kept(toolset: McpToolset) -> None:
+    result = toolset.call("mcp.fail", {}, threading.Event())
+    assert result["status"] == "ok" and result["error"] == ""
+    assert result["text"].endswith("\nboom: the widget is jammed")
+    assert "error result from MCP server 'alpha'" in result["text"]
+
+
+def test_validate_uses_the_input_schema(toolset: McpToolset) -> None:
+    assert toolset.validate("mcp.echo", {"text": "x"}) == ({"text": "x"}, "alpha")
+    # a null optional field is dropped rather than sent to the server
+    assert toolset.validate("mcp.echo", {"text": "x", "times": None})[0] == {"text": "x"}
+    with pytest.raises(ValueError, match="'text' is a required property"):
+        toolset.validate("mcp.echo", {"times": 2})
+    with pytest.raises(ValueError, match="times: 0 is less than the minimum of 1"):
+        toolset.validate("mcp.echo", {"text": "x", "times": 0})
+    with pytest.raises(ValueError, match="Additional properties are not allowed"):
+        toolset.validate("mcp.ping", {"extra": 1})
+    with pytest.raises(ValueError, match="'all' was expected"):
+        toolset.validate("mcp.mode", {"mode": "some", "depth": 2})
+    with pytest.raises(UnknownTool, match=r"mcp\.nope"):
+        toolset.validate("mcp.nope", {})
+
+
+def test_slow_call_times_out_and_cancel_is_honoured(toolset: McpToolset) -> None:
+    started = time.monotonic()
+    result = toolset.call("mcp.slow", {"seconds": 60}, threading.Event(), timeout_s=0.5)
+    assert result["status"] == "error" and "timed out after 0.5 s" in result["error"]
+    assert time.monotonic() - started < 5
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    started = time.monotonic()
+    result = toolset.call("mcp.slow", {"seconds": 60}, cancel)
+    assert result["status"] == "error" and "cancelled" in result["error"]
+    assert time.monotonic() - started < 5
+    assert toolset.call("mcp.echo", {"text": "still here"})["text"] == "still here"
+
+
+def test_server_crash_mid_call_is_an_error_then_the_server_restarts() -> None:
+    before = {p.pid for p in server_processes()}
+    toolset = start_toolset({"mcpServers": {"c": fake()}})
+    try:
+        [first] = toolset.server_pids()
+        started = time.monotonic()
+        result = toolset.call("mcp.crash", {}, threading.Event())
+        assert result["status"] == "error"
+        assert "MCP server 'c' failed during crash" in result["error"]
+        assert time.monotonic() - started < 10
+        assert toolset.call("mcp.echo", {"text": "back"})["text"] == "back"
+        assert toolset.server_pids() != [first]
+    finally:
+        toolset.close()
+    assert server_processes(ignore=before) == []
+
+
+def test_close_leaves_no_server_process_even_during_a_call() -> None:
+    before = {p.pid for p in server_processes()}
+    toolset = start_toolset({"mcpServers": {"a": fake(), "b": fake("--prefix", "b_")}})
+    pids = toolset.server_pids()
+    assert len(pids) == 2
+    assert {p.pid for p in server_processes(ignore=before)} == set(pids)
+    caller = threading.Thread(target=toolset.call, args=("mcp.slow", {"seconds": 60}))
+    caller.start()
+    toolset.close()
+    caller.join(10)
+    assert not caller.is_alive()
+    assert wait_gone(pids, timeout_s=1) == []
+    assert server_processes(ignore=before) == []
+
+
+def test_name_clash_between_servers_is_rejected() -> None:
+    before = {p.pid for p in server_processes()}
+    with pytest.raises(
+        ValueError, match=r"'echo' is offered by both server 'one' and server 'two'"
+    ):
+        start_toolset({"mcpServers": {"one": fake(), "two": fake()}})
+    assert server_processes(ignore=before) == []
+
+
+@pytest.mark.parametrize("counts", [[TOOL_LIMIT + 1], [200, TOOL_LIMIT - 200]])
+def test_more_tools_than_the_limit_is_rejected(counts: list[int]) -> None:
+    before = {p.pid for p in server_processes()}
+    servers = {f"s{i}": fake("--count", str(n), "--prefix", f"s{i}_") for i, n in enumerate(counts)}
+    with pytest.raises(ValueError, match=r"more than the limit of 250.*smaller MCP configuration"):
+        start_toolset({"mcpServers": servers})
+    assert server_processes(ignore=before) == []
+
+
+def test_the_limit_itself_is_accepted() -> None:
+    toolset = start_toolset({"mcpServers": {"big": fake("--count", str(MAX_MCP_TOOLS))}})
+    try:
+        assert len(toolset.specs) == MAX_MCP_TOOLS == TOOL_LIMIT - 1  # recall makes 250
+    finally:
+        toolset.close()
+
+
+def test_no_servers_is_an_empty_toolset() -> None:
+    toolset = start_toolset({"mcpServers": {}})
+    assert toolset.specs == [] and toolset.failed == {}
+    toolset.close()
+
+
+HOST = """
+import sys, time
+from workers.mcp import start_toolset
+toolset = start_toolset({"mcpServers": {"a": %r, "b": %r}})
+print(*toolset.server_pids(), flush=True)
+toolset.call("mcp.slow", {"seconds": 60})
+"""
+
+
+def test_killed_host_leaves_no_orphan_server(short_tmp: Path) -> None:
+    """SIGKILL the process that runs the toolset during a call: its servers die with it."""
+    mark = short_tmp / "slow-started"
+    env = {"FAKE_MCP_SLOW_MARK": str(mark)}
+    code = HOST % (fake(env=env), fake("--prefix", "b_"))
+    host = subprocess.Popen(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        assert host.stdout is not None
+        pids = [int(p) for p in host.stdout.readline().split()]
+        assert len(pids) == 2
+        # the servers are in the host's process tree, not daemonized elsewhere
+        tree = {p.pid for p in psutil.Process(host.pid).children(recursive=True)}
+        assert set(pids) <= tree
+        deadline = time.monotonic() + 30
+        while not mark.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert mark.exists(), "the slow call never started"
+        host.send_signal(signal.SIGKILL)
+        host.wait(10)
+        assert wait_gone(pids) == []
+    finally:
+        if host.poll() is None:
+            host.kill()
+            host.wait()
+        if host.stdout is not None:
+            host.stdout.close()
