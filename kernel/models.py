@@ -8,7 +8,6 @@ back as `WorkerFailed` / `WorkerDied` / `Cancelled` and are recorded by the agen
 from __future__ import annotations
 
 import itertools
-import os
 import shutil
 import threading
 from pathlib import Path
@@ -34,12 +33,10 @@ if TYPE_CHECKING:
 READY_TIMEOUT_S = 30.0
 
 
-def worker_env(extra: dict[str, str], drop: tuple[str, ...] = ()) -> dict[str, str]:
-    """A worker's environment: ours, minus other workers' keys, plus its own settings."""
-    env = {k: v for k, v in os.environ.items() if k not in drop}
+def worker_env(extra: dict[str, str], drop: tuple[str, ...] = ()) -> dict[str, str | None]:
+    """A model worker's environment on top of ours: its own settings, no other worker's key."""
+    env: dict[str, str | None] = dict.fromkeys(drop)
     env.update(extra)
-    env["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
-    env["OPENHANDS_SUPPRESS_BANNER"] = "1"
     return env
 
 

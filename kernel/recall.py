@@ -413,7 +413,7 @@ SEARCH_LIMIT = 5
 
 def run_recall(index: RecallIndex, arguments: dict[str, Any]) -> str:
     """The `recall` tool's result text; raises RecallError on bad arguments or a broken index."""
-    query, seq = _recall_arguments(arguments)
+    query, seq = recall_arguments(arguments)
     parts: list[str] = []
     if seq is not None:
         pages = index.page(seq)
@@ -424,7 +424,8 @@ def run_recall(index: RecallIndex, arguments: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def _recall_arguments(arguments: Any) -> tuple[str | None, int | None]:
+def recall_arguments(arguments: Any) -> tuple[str | None, int | None]:
+    """Check `recall` arguments before the call is recorded; raises RecallError."""
     if not isinstance(arguments, dict):
         raise RecallError("recall takes an object with `query` or `seq`")
     unknown = sorted(set(arguments) - {"query", "seq"})

@@ -226,11 +226,14 @@ class ToolStep:
 
     def _validate(self, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
         if tool == "recall":
+            from kernel.recall import RecallError, recall_arguments
+
             try:
-                return validate_recall_arguments(arguments), json.dumps(arguments, sort_keys=True)
-            except ValueError as exc:
+                recall_arguments(arguments)
+            except RecallError as exc:
                 self._error("generate", "InvalidArguments", f"recall: {exc}")
                 return None
+            return dict(arguments), json.dumps(arguments, sort_keys=True, ensure_ascii=False)
         try:
             validated = self.tools.validate(tool, arguments)
         except WorkerFailed as exc:
@@ -348,18 +351,3 @@ class Stop(Exception):
 
 def _stop(status: RunStatus, summary: str) -> Stop:
     return Stop(status, summary)
-
-
-def validate_recall_arguments(arguments: dict[str, Any]) -> dict[str, Any]:
-    """`recall` takes exactly one of a non-empty `query` string or an integer `seq`."""
-    unknown = set(arguments) - {"query", "seq"}
-    if unknown:
-        raise ValueError(f"unknown field(s) {sorted(unknown)}; recall takes query or seq")
-    query, seq = arguments.get("query"), arguments.get("seq")
-    if (query is None) == (seq is None):
-        raise ValueError("give exactly one of query (text) or seq (integer)")
-    if query is not None and (not isinstance(query, str) or not query.strip()):
-        raise ValueError("query must be non-empty text")
-    if seq is not None and (isinstance(seq, bool) or not isinstance(seq, int) or seq < 0):
-        raise ValueError("seq must be a non-negative integer")
-    return {"query": query} if query is not None else {"seq": seq}

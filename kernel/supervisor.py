@@ -15,7 +15,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +77,7 @@ class Worker:
         self,
         kind: str,
         runtime_dir: Path,
-        env: dict[str, str] | None = None,
+        env: Mapping[str, str | None] | None = None,
         argv: Sequence[str] = (),
         *,
         module: str | None = None,
@@ -102,7 +102,9 @@ class Worker:
         if self._wire is not None:
             raise RuntimeError(f"{self.kind} worker already started")
         self.runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        env = {**os.environ, **(self.env or {})}
+        # A None value removes the variable (model keys never reach the tool worker's shells).
+        merged = {**os.environ, **(self.env or {})}
+        env = {k: v for k, v in merged.items() if v is not None}
         env.update(
             {
                 TOKEN_ENV: self.token,

@@ -27,6 +27,9 @@ from protocol.messages import (
 READY_TIMEOUT_S = 120.0  # a cold OpenHands import on a busy machine
 
 
+MODEL_KEYS = ("TYPESAFE_API_KEY", "FLASH_API_KEY", "DEEPSEEK_API_KEY")
+
+
 class Servers(Protocol):
     def to_json(self) -> str: ...
 
@@ -60,11 +63,13 @@ class Tools:
     def _argv(self) -> list[str]:
         return ["--workspace", str(self.workspace), "--terminal-dir", str(self.terminal_dir)]
 
-    def _env(self) -> dict[str, str]:
+    def _env(self) -> dict[str, str | None]:
+        # Model keys stay out of the tool worker: its shells run whatever the model asked for.
+        env: dict[str, str | None] = dict.fromkeys(MODEL_KEYS)
         text = self.servers.to_json() if self.servers is not None else ""
         if text and json.loads(text).get("mcpServers"):
-            return {"JMP_MCP_SERVERS": text}
-        return {}
+            env["JMP_MCP_SERVERS"] = text
+        return env
 
     @property
     def worker(self) -> Worker:

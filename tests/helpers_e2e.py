@@ -130,4 +130,10 @@ def kill_group(proc: subprocess.Popen[str]) -> None:
     """kill -9 the CLI's whole process group (workers live in groups of their own)."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(timeout=10)
+    finish(proc)
+
+
+def finish(proc: subprocess.Popen[str], timeout: float = 30) -> int:
+    """Wait for a started CLI and close its pipes; returns the exit status."""
+    proc.communicate(timeout=timeout)
+    return proc.returncode

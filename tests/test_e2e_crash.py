@@ -1,0 +1,161 @@
+"""Hard kills through the real CLI: the log always says exactly what is known, nothing re-runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.helpers_e2e import Jmp, finish, kill_group, wait_for_line
+
+APPEND = "echo ran >> effect.txt"
+
+
+def processes_with(marker: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if marker in " ".join(proc.info["cmdline"] or []):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found
+
+
+def wait_gone(marker: str, timeout: float = 8.0) -> list[psutil.Process]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        left = processes_with(marker)
+        if not left:
+            return []
+        time.sleep(0.1)
+    return processes_with(marker)
+
+
+def effect_lines(jmp: Jmp) -> int:
+    path = jmp.workspace / "effect.txt"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def script_one_bash(jmp: Jmp, command: str) -> None:
+    jmp.jev.script([{"route": "bash"}])
+    jmp.flash.queue([{"tool_call": {"arguments": {"command": command}}}])
+
+
+def script_finish(jmp: Jmp) -> None:
+    jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
+    jmp.flash.queue([{"text": "finished"}])
+
+
+def uncertain(log: list[dict]) -> list[dict]:
+    return [e["data"] for e in log if e["kind"] == "tool_uncertain"]
+
+
+def test_tool_worker_killed_mid_command_is_uncertain_within_two_seconds(jmp: Jmp) -> None:
+    script_one_bash(jmp, f"{APPEND}; sleep 30.4321")
+    proc = jmp.start("--workspace", str(jmp.workspace), "run the slow job")
+    lines = wait_for_line(proc, lambda line: line["kind"] == "tool_started")
+    session = lines[0]["session_id"]
+    deadline = time.monotonic() + 20
+    while not processes_with("sleep 30.4321") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    (worker,) = [p for p in processes_with("workers.tool") if p.ppid() == proc.pid]
+    killed = time.monotonic()
+    worker.send_signal(signal.SIGKILL)
+    rest = wait_for_line(proc, lambda line: line["kind"] == "tool_uncertain", timeout=10)
+    assert time.monotonic() - killed < 2.0
+    record = rest[-1]["data"]
+    assert record["cause"] == "worker_exit" and record["acknowledged"] is False
+    assert finish(proc) == 2
+    assert not wait_gone("sleep 30.4321")
+    log = jmp.log(session)
+    assert log[-1]["kind"] == "final" and log[-1]["data"]["status"] == "blocked"
+    # reopening does not add a second record for the same call, and stays blocked
+    again = jmp.run("--session", session)
+    assert again.code == 2 and again.result["status"] == "blocked"
+    assert len(uncertain(jmp.log(session))) == 1
+
+
+@pytest.mark.parametrize(
+    ("crash_at", "ran"),
+    [("before_tool_started", 0), ("after_tool_started", 0), ("after_tool_result", 1)],
+)
+def test_kernel_killed_at_each_point_reports_exactly_the_pending_call(
+    jmp: Jmp, crash_at: str, ran: int
+) -> None:
+    script_one_bash(jmp, APPEND)
+    env = jmp.env() | {"JMP_CRASH_AT": crash_at}
+    first = jmp.task("append a line", env=env)
+    assert first.code == -signal.SIGKILL
+    session = first.lines[0]["session_id"]
+    assert effect_lines(jmp) == ran
+    assert not wait_gone("workers.tool")  # the orphaned workers exit on their own
+    if crash_at == "before_tool_started":
+        script_finish(jmp)
+        reopened = jmp.run("--session", session)
+        assert reopened.code == 0, reopened.stderr
+        assert not uncertain(jmp.log(session))
+        return
+    reopened = jmp.run("--session", session)
+    assert reopened.code == 2 and reopened.result["status"] == "blocked"
+    (record,) = uncertain(jmp.log(session))
+    assert record["cause"] == "kernel_exit" and record["acknowledged"] is False
+    script_finish(jmp)
+    acked = jmp.run("--session", session, "--ack-interrupted")
+    assert acked.code == 0, acked.stderr
+    assert [r["acknowledged"] for r in uncertain(jmp.log(session))] == [False, True]
+    assert effect_lines(jmp) == ran  # nothing ran twice, nothing re-ran by itself
+
+
+def test_kernel_group_killed_during_the_command(jmp: Jmp) -> None:
+    script_one_bash(jmp, f"{APPEND}; sleep 40.321")
+    proc = jmp.start("--workspace", str(jmp.workspace), "slow job")
+    lines = wait_for_line(proc, lambda line: line["kind"] == "tool_started")
+    session = lines[0]["session_id"]
+    deadline = time.monotonic() + 20
+    while effect_lines(jmp) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    kill_group(proc)
+    assert not wait_gone("sleep 40.321"), "the shell outlived its kernel"
+    assert not wait_gone("workers.")
+    reopened = jmp.run("--session", session)
+    assert reopened.code == 2 and reopened.result["status"] == "blocked"
+    assert uncertain(jmp.log(session))[0]["cause"] == "kernel_exit"
+    script_finish(jmp)
+    acked = jmp.run("--session", session, "--ack-interrupted")
+    assert acked.code == 0, acked.stderr
+    assert effect_lines(jmp) == 1
+
+
+def test_a_follow_up_on_an_uncertain_session_is_kept_and_blocked(jmp: Jmp) -> None:
+    script_one_bash(jmp, APPEND)
+    first = jmp.task("append", env=jmp.env() | {"JMP_CRASH_AT": "after_tool_started"})
+    session = first.lines[0]["session_id"]
+    follow = jmp.run("--session", session, "and then tidy up")
+    assert follow.code == 2 and follow.result["status"] == "blocked"
+    texts = [e["data"]["text"] for e in jmp.log(session) if e["kind"] == "user"]
+    assert texts == ["append", "and then tidy up"]
+
+
+def test_model_keys_never_reach_the_tool_shell(jmp: Jmp) -> None:
+    script_one_bash(jmp, "env | grep -c _API_KEY; true")
+    script_finish(jmp)
+    out = jmp.task("show env")
+    assert out.code == 0, out.stderr
+    assert out.of("tool_finished")[0]["text"].strip().startswith("0")
+
+
+def test_workspace_path_escape_is_refused(jmp: Jmp, tmp_path: Path) -> None:
+    outside = tmp_path / "outside.txt"
+    jmp.jev.script([{"route": "write"}] * 3)
+    bad = {"tool_call": {"arguments": {"path": str(outside), "file_text": "x"}}}
+    jmp.flash.queue([bad, bad, bad])
+    out = jmp.task("write outside")
+    assert out.code == 2
+    assert not outside.exists()
+    assert "tool_started" not in out.kinds()
+    assert os.path.exists(jmp.home / out.result["session_id"] / "events.jsonl")
