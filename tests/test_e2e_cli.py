@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import time
 
@@ -190,3 +191,62 @@ def test_offload_skips_generation_for_fixed_schema_only(jmp: Jmp) -> None:
     assert out.code == 0, out.stderr
     assert len([b for b in jmp.flash.completions() if b.get("tools")]) == 1
     assert "argument_offload" not in out.kinds()
+
+
+def _completed_session(jmp: Jmp) -> str:
+    jmp.jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
+    jmp.flash.queue([{"tool_call": {"arguments": {"command": "echo needle-42"}}}, {"text": "ok"}])
+    out = jmp.task("echo the needle")
+    assert out.code == 0, out.stderr
+    return str(out.result["session_id"])
+
+
+def test_compact_is_local_deterministic_and_needs_no_key(jmp: Jmp) -> None:
+    session = _completed_session(jmp)
+    before = (len(jmp.jev.requests), len(jmp.flash.requests))
+    env = jmp.env()
+    del env["TYPESAFE_API_KEY"], env["FLASH_API_KEY"]
+    out = jmp.run("--session", session, "--compact", env=env)
+    assert out.code == 0, out.stderr
+    assert out.result["status"] == "compacted"
+    assert (len(jmp.jev.requests), len(jmp.flash.requests)) == before
+    compactions = out.of("compaction")
+    assert {c["audience"] for c in compactions} == {"router", "generator"}
+    # the same log gives byte-identical checkpoints: compact a copy of the session again
+    copy = jmp.tmp / "copy"
+    shutil.copytree(jmp.home / session, copy / session)
+    for path in (copy / session).glob("context-*.json"):
+        path.unlink()
+    log = (copy / session / "events.jsonl").read_bytes().splitlines(keepends=True)
+    (copy / session / "events.jsonl").write_bytes(b"".join(log[: -len(compactions)]))
+    again = jmp.run("--session", session, "--compact", "--sessions-dir", str(copy), env=env)
+    assert again.code == 0, again.stderr
+    first = {p.name: p.read_bytes() for p in (jmp.home / session).glob("context-*.json")}
+    second = {p.name: p.read_bytes() for p in (copy / session).glob("context-*.json")}
+    assert first and first == second
+    # the completed answer still replays after compaction
+    replay = jmp.run("--session", session, env=env)
+    assert replay.code == 0 and replay.result["summary"] == "ok"
+
+
+def test_a_corrupt_recall_cache_does_not_stop_a_run(jmp: Jmp) -> None:
+    session = _completed_session(jmp)
+    cache = jmp.home / session / "memory.sqlite3"
+    cache.write_bytes(b"this is not a database" * 100)
+    jmp.jev.script([{"route": "recall"}, {"route": "done"}, {"completion_review": "complete"}])
+    jmp.flash.queue([{"tool_call": {"arguments": {"query": "needle"}}}, {"text": "found it"}])
+    out = jmp.run("--session", session, "what was the needle?")
+    assert out.code == 0, out.stderr
+    recall = [f for f in out.of("tool_finished") if f["tool"] == "recall"]
+    assert recall and recall[0]["status"] == "ok"
+    assert "needle-42" in recall[0]["text"]
+
+
+def test_list_shows_sessions_with_status(jmp: Jmp) -> None:
+    session = _completed_session(jmp)
+    out = jmp.run("--list")
+    assert out.code == 0
+    (line,) = out.lines
+    assert line["kind"] == "sessions" and line["seq"] is None
+    rows = {row["session_id"]: row for row in line["data"]["sessions"]}
+    assert rows[session]["status"] == "completed"
