@@ -108,7 +108,8 @@ def test_fixed_schema_tools_stay_fixed_so_the_kernel_can_offload(toolset: McpToo
 
 def test_failed_servers_are_reported_and_the_others_work(toolset: McpToolset) -> None:
     assert set(toolset.failed) == {"broken", "missing"}
-    assert "/nonexistent/mcp-server-x" in toolset.failed["missing"]
+    assert toolset.failed["missing"] == "command not found: /nonexistent/mcp-server-x"
+    assert "exited during the MCP handshake" in toolset.failed["broken"]
     assert all(spec.source == "mcp:alpha" for spec in toolset.specs)
     assert toolset.call("mcp.ping", {}, threading.Event())["text"] == "pong"
 
@@ -224,17 +225,52 @@ def test_no_servers_is_an_empty_toolset() -> None:
     toolset.close()
 
 
+@pytest.fixture
+def http_server(short_tmp: Path) -> Iterator[str]:
+    """A fake MCP server over streamable HTTP that wants header X-Key; yields its URL."""
+    port_file = short_tmp / "port"
+    env = {**os.environ, "FAKE_MCP_REQUIRE_HEADER": "X-Key: hdr-secret-77"}
+    process = subprocess.Popen([sys.executable, FAKE, "--http-port-file", str(port_file)], env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while not port_file.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert port_file.exists(), "the HTTP MCP server did not start"
+        yield f"http://127.0.0.1:{port_file.read_text()}/mcp"
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_remote_server_with_headers(http_server: str) -> None:
+    config = {
+        "web": {"url": http_server, "headers": {"X-Key": "hdr-secret-77"}},
+        "nokey": {"url": http_server, "transport": "streamable-http"},
+    }
+    toolset = start_toolset({"mcpServers": config})
+    try:
+        assert "401" in toolset.failed["nokey"] and list(toolset.failed) == ["nokey"]
+        assert {spec.source for spec in toolset.specs} == {"mcp:web"}
+        assert toolset.call("mcp.echo", {"text": "over http"})["text"] == "over http"
+        assert toolset.server_pids() == []
+    finally:
+        toolset.close()
+
+
 HOST = """
 import sys, time
 from workers.mcp import start_toolset
 toolset = start_toolset({"mcpServers": {"a": %r, "b": %r}})
 print(*toolset.server_pids(), flush=True)
-toolset.call("mcp.slow", {"seconds": 60})
+toolset.call("mcp.block", {"seconds": 60})
 """
 
 
 def test_killed_host_leaves_no_orphan_server(short_tmp: Path) -> None:
-    """SIGKILL the process that runs the toolset during a call: its servers die with it."""
+    """SIGKILL the toolset's process during a call that blocks its server: no server survives.
+
+    A blocked server never notices its stdin closing, so only PR_SET_PDEATHSIG can end it.
+    """
     mark = short_tmp / "slow-started"
     env = {"FAKE_MCP_SLOW_MARK": str(mark)}
     code = HOST % (fake(env=env), fake("--prefix", "b_"))

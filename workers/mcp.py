@@ -92,7 +92,7 @@ def start_toolset(
             try:
                 started[name] = future.result()
             except Exception as exc:
-                failed[name] = _redact(_reason(exc), secrets)
+                failed[name] = _redact(_start_reason(exc), secrets)
     toolset = McpToolset(started, failed, secrets, token)
     try:
         toolset.check_limits()
@@ -316,10 +316,19 @@ def _is_transport_failure(exc: BaseException) -> bool:
 
 
 def _reason(exc: BaseException) -> str:
+    """One readable line: the first leaf of an exception group, whitespace folded."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
-    text = str(exc).strip() or type(exc).__name__
-    return text.splitlines()[0] if type(exc).__name__ == "MCPTimeoutError" else text
+    if type(exc).__name__ == "MCPTimeoutError":  # its later lines are generic advice
+        return str(exc).splitlines()[0]
+    return " ".join(str(exc).split())[:500] or type(exc).__name__
+
+
+def _start_reason(exc: BaseException) -> str:
+    reason = _reason(exc)
+    if reason == "Connection closed":  # all the SDK says when a stdio server exits at start
+        return "the server exited during the MCP handshake (Connection closed); see its stderr"
+    return reason
 
 
 def _redact(text: str, secrets: list[str]) -> str:

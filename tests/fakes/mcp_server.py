@@ -1,20 +1,25 @@
 """A real stdio MCP server (the `mcp` SDK's low-level Server) whose tools misbehave on request.
 
     python tests/fakes/mcp_server.py [--prefix P] [--count N] [--fail-start] [--pid-file PATH]
+                                     [--http-port-file PATH]
 
 Default tools (each name gets the prefix): echo, add, ping (closed empty schema), mode (const-only
-schema), fail (an isError result inside a successful response), slow (sleeps `seconds`), crash (the
-server exits mid-call), getenv (reads one variable of the server's environment).
+schema), fail (an isError result inside a successful response), slow (sleeps `seconds`), block
+(blocks the whole server for `seconds`), crash (the server exits mid-call), getenv (reads one
+variable of the server's environment).
 `--count N` serves N generated tools `tool_0000`... instead. `--fail-start` exits before speaking.
 `--pid-file` writes the server's pid once it serves (tests find the process by it).
-Env FAKE_MCP_SLOW_MARK=PATH: the slow tool creates PATH when it starts sleeping.
+`--http-port-file` serves streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio.
+Env FAKE_MCP_SLOW_MARK=PATH: slow and block create PATH when they start sleeping.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +64,7 @@ DEFAULT_TOOLS = {
     "mode": ("Report the fixed mode.", MODE_SCHEMA),
     "fail": ("Always answer with an application error.", EMPTY_SCHEMA),
     "slow": ("Sleep for `seconds`, then answer.", SECONDS_SCHEMA),
+    "block": ("Block the whole server for `seconds` (it reads nothing meanwhile).", SECONDS_SCHEMA),
     "crash": ("Kill the server in the middle of the call.", EMPTY_SCHEMA),
     "getenv": ("Read a variable of the server's environment.", NAME_SCHEMA),
 }
@@ -89,17 +95,25 @@ async def run_tool(kind: str, arguments: dict[str, Any]) -> types.CallToolResult
             isError=True,
         )
     if kind == "slow":
-        mark = os.environ.get("FAKE_MCP_SLOW_MARK")
-        if mark:
-            Path(mark).write_text(str(os.getpid()))
+        _mark()
         await anyio.sleep(arguments["seconds"])
         return _text(f"slept {arguments['seconds']}")
+    if kind == "block":  # a server stuck in sync code: it cannot even see its stdin close
+        _mark()
+        time.sleep(arguments["seconds"])
+        return _text(f"blocked {arguments['seconds']}")
     if kind == "crash":
         sys.stderr.write("fake mcp server: crashing on purpose\n")
         os._exit(17)
     if kind == "getenv":
         return _text(os.environ.get(arguments["name"], "<unset>"))
     return _text(f"{kind} done")
+
+
+def _mark() -> None:
+    mark = os.environ.get("FAKE_MCP_SLOW_MARK")
+    if mark:
+        Path(mark).write_text(str(os.getpid()))
 
 
 def _text(text: str) -> types.CallToolResult:
@@ -131,19 +145,51 @@ async def serve(server: Server) -> None:
         await server.run(read, write, server.create_initialization_options())
 
 
+async def serve_http(server: Server, port_file: str, required_header: str) -> None:
+    """Streamable HTTP on 127.0.0.1 at /mcp; with FAKE_MCP_REQUIRE_HEADER="Name: value" set,
+    requests without that header get 401."""
+    import uvicorn
+    from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+
+    manager = StreamableHTTPSessionManager(app=server, stateless=True)
+    name, _, value = required_header.partition(":")
+    wanted = (name.strip().lower().encode(), value.strip().encode())
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and name and wanted not in scope["headers"]:
+            await send({"type": "http.response.start", "status": 401, "headers": []})
+            await send({"type": "http.response.body", "body": b"missing credential"})
+            return
+        await manager.handle_request(scope, receive, send)
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(64)  # connections queue from now on, so the port file means "ready"
+    Path(port_file).write_text(str(sock.getsockname()[1]))
+    config = uvicorn.Config(app, log_level="warning", lifespan="off")
+    async with manager.run():
+        await uvicorn.Server(config).serve(sockets=[sock])
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--prefix", default="")
     parser.add_argument("--count", type=int, default=None)
     parser.add_argument("--fail-start", action="store_true")
     parser.add_argument("--pid-file", default=None)
+    parser.add_argument("--http-port-file", default=None, help="serve HTTP, write the port here")
     options = parser.parse_args()
     if options.fail_start:
         sys.stderr.write("fake mcp server: refusing to start\n")
         return 3
     if options.pid_file:
         Path(options.pid_file).write_text(str(os.getpid()))
-    anyio.run(serve, build(options.prefix, options.count))
+    server = build(options.prefix, options.count)
+    if options.http_port_file:
+        required = os.environ.get("FAKE_MCP_REQUIRE_HEADER", "")
+        anyio.run(serve_http, server, options.http_port_file, required)
+    else:
+        anyio.run(serve, server)
     return 0
 
 
