@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -301,3 +302,48 @@ def test_killed_host_leaves_no_orphan_server(short_tmp: Path) -> None:
             host.wait()
         if host.stdout is not None:
             host.stdout.close()
+
+
+def test_tool_worker_killed_during_mcp_call_leaves_no_orphan(short_tmp: Path) -> None:
+    """Through kernel.tools.Tools: MCP tools are listed and called, and a SIGKILLed tool worker
+    (mid-call, its server blocked) leaves no MCP server behind."""
+    from kernel.mcp_config import load_servers
+    from kernel.supervisor import WorkerDied
+    from kernel.tools import Tools
+
+    mark = short_tmp / "blocked"
+    config = {"mcpServers": {"fx": fake(env={"FAKE_MCP_SLOW_MARK": str(mark)})}}
+    (short_tmp / "mcp.json").write_text(json.dumps(config))
+    (short_tmp / "ws").mkdir()
+    tools = Tools(short_tmp / "ws", short_tmp / "terminal", load_servers(short_tmp / "mcp.json"))
+    outcome: list[BaseException | object] = []
+    try:
+        names = {spec.name: spec for spec in tools.specs()}
+        assert names["mcp.ping"].source == "mcp:fx" and "read" in names
+        assert tools.validate("mcp.echo", {"text": "x"}).target == "fx"
+        assert tools.run("c1", "mcp.echo", {"text": "via kernel"}).text == "via kernel"
+        worker_pid = tools.worker.pid
+        assert worker_pid is not None
+
+        def call() -> None:
+            try:
+                outcome.append(tools.run("c2", "mcp.block", {"seconds": 60}))
+            except BaseException as exc:
+                outcome.append(exc)
+
+        caller = threading.Thread(target=call)
+        caller.start()
+        deadline = time.monotonic() + 30
+        while not mark.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        server_pid = int(mark.read_text())
+        server = psutil.Process(server_pid)
+        assert server_pid in {p.pid for p in psutil.Process(worker_pid).children(recursive=True)}
+        assert server.environ().get("JMP_WORKER_TOKEN")  # the kernel's tree net sees it
+        os.kill(worker_pid, signal.SIGKILL)
+        caller.join(30)
+        assert not caller.is_alive()
+        assert isinstance(outcome[0], WorkerDied)
+        assert wait_gone([server_pid]) == []
+    finally:
+        tools.close()

@@ -30,6 +30,7 @@ from openhands.sdk.mcp import MCPServer, create_mcp_tools
 from openhands.sdk.mcp.client import MCPClient
 
 from kernel.mcp_config import McpServers, RemoteServer, ServerConfig, parse_servers
+from kernel.proctree import TOKEN_ENV as TREE_TOKEN_ENV
 from protocol.messages import ToolSpec
 
 TOOL_LIMIT = 250  # CONTRACT 10: advertised tools, the `recall` built-in included
@@ -241,6 +242,10 @@ def _sdk_server(spec: ServerConfig, token: str) -> MCPServer:
     if isinstance(spec, RemoteServer):
         return MCPServer(url=spec.url, headers=spec.headers or None, transport=spec.transport)
     env = {**spec.env, TOKEN_VAR: token}
+    # mcp hands a stdio server only a minimal environment: pass on the kernel's tree token
+    # so its process-tree net finds our servers too.
+    if os.environ.get(TREE_TOKEN_ENV):
+        env[TREE_TOKEN_ENV] = os.environ[TREE_TOKEN_ENV]
     path = env.get("PATH", os.environ.get("PATH"))
     if shutil.which(spec.command, path=path) is None and not os.path.isfile(spec.command):
         raise FileNotFoundError(f"command not found: {spec.command}")
