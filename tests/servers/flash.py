@@ -159,7 +159,10 @@ class FlashServer:
         return [r["body"] for r in self.requests if r["path"] in COMPLETION_PATHS]
 
     def queue(self, items: list[dict[str, Any]]) -> None:
-        """Append scripted replies: {"tool_call": {"arguments": obj or str}} or {"text": str}."""
+        """Append scripted replies: {"tool_call": {"arguments": obj or str}} or {"text": str}.
+
+        A tool_call may also carry "name" (default selected_action) and "id" (default call_0).
+        """
         for item in items:
             if not ("text" in item or "arguments" in item.get("tool_call", {})):
                 raise ValueError(f"not a reply item: {item!r}")

@@ -55,6 +55,12 @@ def default_item(body: dict[str, Any]) -> dict[str, Any]:
     return {"tool_call": {"arguments": value if isinstance(value, dict) else {}}}
 
 
+def _call_head(item: dict[str, Any]) -> tuple[str, str]:
+    """(call id, function name): an item's optional `id` and `name`, else call_0 and TOOL_NAME."""
+    call = item["tool_call"]
+    return str(call.get("id") or "call_0"), str(call.get("name") or TOOL_NAME)
+
+
 def _arguments_text(item: dict[str, Any]) -> str:
     args = item["tool_call"]["arguments"]
     return args if isinstance(args, str) else json.dumps(args)
@@ -95,11 +101,12 @@ def _deltas(item: dict[str, Any], size: int) -> tuple[list[dict[str, Any]], str,
         first = [{"role": "assistant", "content": ""}]
         return first + [{"content": piece} for piece in _split(text, size)], "stop", text
     args = _arguments_text(item)
-    head = {"index": 0, "id": "call_0", "type": "function"}
+    call_id, name = _call_head(item)
+    head = {"index": 0, "id": call_id, "type": "function"}
     first = {
         "role": "assistant",
         "content": None,
-        "tool_calls": [{**head, "function": {"name": TOOL_NAME, "arguments": ""}}],
+        "tool_calls": [{**head, "function": {"name": name, "arguments": ""}}],
     }
     rest = [
         {"tool_calls": [{"index": 0, "function": {"arguments": p}}]} for p in _split(args, size)
@@ -129,11 +136,8 @@ def build_completion(body: dict[str, Any], item: dict[str, Any], reply_id: str) 
     """A non-streamed chat.completion body."""
     if "tool_call" in item:
         output = _arguments_text(item)
-        call = {
-            "id": "call_0",
-            "type": "function",
-            "function": {"name": TOOL_NAME, "arguments": output},
-        }
+        call_id, name = _call_head(item)
+        call = {"id": call_id, "type": "function", "function": {"name": name, "arguments": output}}
         message = {"role": "assistant", "content": None, "tool_calls": [call]}
         finish = "tool_calls"
     else:
