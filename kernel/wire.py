@@ -11,6 +11,7 @@ import logging
 import os
 import queue
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -120,8 +121,13 @@ class WireThread:
         sock.setsockopt(zmq.LINGER, 0)
         try:
             sock.bind(self.endpoint)
+            # A worker's stdout goes to our stderr: with --json, stdout carries JSON lines only.
             proc = subprocess.Popen(
-                self.argv, stdin=subprocess.DEVNULL, env=self.env, start_new_session=True
+                self.argv,
+                stdin=subprocess.DEVNULL,
+                stdout=sys.stderr.fileno() if _has_fileno(sys.stderr) else subprocess.DEVNULL,
+                env=self.env,
+                start_new_session=True,
             )
         except BaseException as exc:
             self._spawn_error = exc
@@ -251,3 +257,12 @@ def _is_ready(buf: bytes) -> bool:
         return msgspec.msgpack.decode(buf)["body"]["kind"] == "ready"
     except Exception:
         return False
+
+
+def _has_fileno(stream: Any) -> bool:
+    """True when `stream` is backed by a real file descriptor (not a pytest capture buffer)."""
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
