@@ -168,10 +168,12 @@ class McpToolset:
         *,
         timeout_s: float | None = None,
     ) -> dict[str, Any]:
-        """Call one tool; never hangs past `timeout_s` (default 120 s) or a set `cancel`."""
+        """Call one tool: {status, text, error, exit_code}; never hangs past `timeout_s`
+        (default 120 s) or a set `cancel`. An isError answer is status ok, marked in text."""
         server, tool = self._lookup(name)
         limit_s = timeout_s or CALL_TIMEOUT_S
         with server.lock:
+            # The SDK's own sync helper blocks until done; its portal gives a cancellable future.
             future = server.client._executor.portal.start_task_soon(
                 self._invoke, server, tool, args
             )
