@@ -193,7 +193,8 @@ def measure(n: int = N, rounds: int = ROUNDS) -> dict[str, Any]:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            sides = [JmpSide(base), OpenHandsSide(base)]
+            for make in (JmpSide, OpenHandsSide):
+                sides.append(make(base))  # one by one: a failed second still closes the first
             for side in sides:
                 side.round(3)  # warm-up: worker start-up, imports, first connections
             for r in range(rounds):
@@ -263,8 +264,8 @@ def run() -> str:
     return table(measure())
 
 
-def profile(n: int = N, rounds: int = 3) -> str:
-    """cProfile of the kernel side (this process) over jmp rounds only: top cumulative costs."""
+def profile(sort: str = "cumulative", n: int = N, rounds: int = 3) -> str:
+    """cProfile of the kernel side (this process) over jmp rounds only: the top 40 by `sort`."""
     import cProfile
     import io
     import pstats
@@ -282,11 +283,10 @@ def profile(n: int = N, rounds: int = 3) -> str:
         side.close()
         shutil.rmtree(base, ignore_errors=True)
     text = io.StringIO()
-    pstats.Stats(profiler, stream=text).sort_stats(
-        sys.argv[2] if len(sys.argv) > 2 else "cumulative"
-    ).print_stats(40)
+    pstats.Stats(profiler, stream=text).sort_stats(sort).print_stats(40)
     return text.getvalue()
 
 
 if __name__ == "__main__":
-    print(profile() if "--profile" in sys.argv[1:] else run())
+    args = sys.argv[1:]
+    print(profile(*args[1:2]) if args[:1] == ["--profile"] else run())
