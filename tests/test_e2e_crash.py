@@ -26,14 +26,30 @@ def processes_with(marker: str) -> list[psutil.Process]:
     return found
 
 
-def wait_gone(marker: str, timeout: float = 8.0) -> list[psutil.Process]:
+def of_this_test(jmp: Jmp) -> list[psutil.Process]:
+    """Every process that runs with this test's sessions dir: CLI, workers, shells."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("JMP_SESSIONS_DIR") == str(jmp.home):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def wait_gone(marker: str | Jmp, timeout: float = 8.0) -> list[psutil.Process]:
+    """Wait until no process matches (a cmdline marker, or a test's environment)."""
+
+    def left() -> list[psutil.Process]:
+        return processes_with(marker) if isinstance(marker, str) else of_this_test(marker)
+
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        left = processes_with(marker)
-        if not left:
+        if not left():
             return []
         time.sleep(0.1)
-    return processes_with(marker)
+    return left()
 
 
 def effect_lines(jmp: Jmp) -> int:
@@ -93,7 +109,7 @@ def test_kernel_killed_at_each_point_reports_exactly_the_pending_call(
     assert first.code == -signal.SIGKILL
     session = first.lines[0]["session_id"]
     assert effect_lines(jmp) == ran
-    assert not wait_gone("workers.tool")  # the orphaned workers exit on their own
+    assert not wait_gone(jmp)  # the orphaned workers exit on their own, with their children
     if crash_at == "before_tool_started":
         script_finish(jmp)
         reopened = jmp.run("--session", session)
@@ -121,7 +137,7 @@ def test_kernel_group_killed_during_the_command(jmp: Jmp) -> None:
         time.sleep(0.05)
     kill_group(proc)
     assert not wait_gone("sleep 40.321"), "the shell outlived its kernel"
-    assert not wait_gone("workers.")
+    assert not wait_gone(jmp), "a worker outlived its kernel"
     reopened = jmp.run("--session", session)
     assert reopened.code == 2 and reopened.result["status"] == "blocked"
     assert uncertain(jmp.log(session))[0]["cause"] == "kernel_exit"
