@@ -204,12 +204,14 @@ class Failed(Msg):
     error_class: str = ""
 
 
-FromWorker = Ready | Heartbeat | Progress | Routed | Generated | ToolList | Validated | ToolResult | Failed
+FromWorker = (
+    Ready | Heartbeat | Progress | Routed | Generated | ToolList | Validated | ToolResult | Failed
+)
 
 T = TypeVar("T")
 
 
-class Frame(msgspec.Struct, Generic[T], frozen=True, kw_only=True):
+class Frame(msgspec.Struct, Generic[T], frozen=True, kw_only=True):  # noqa: UP046 (msgspec)
     """The envelope on the wire: the protocol version, then one message."""
 
     v: int = WIRE_VERSION
