@@ -1,0 +1,102 @@
+"""MCP through the whole CLI: routing, generation or offload, validation, redaction, limits."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from tests.helpers_e2e import ROOT, Jmp
+
+SERVER = str(ROOT / "tests" / "fakes" / "mcp_server.py")
+SECRET = "mcp-secret-value-8675309"
+
+
+def configure(jmp: Jmp, *extra_args: str, servers: dict[str, Any] | None = None) -> None:
+    config = servers or {
+        "fake": {
+            "command": sys.executable,
+            "args": [SERVER, *extra_args],
+            "env": {"FAKE_TOKEN": SECRET},
+        }
+    }
+    path = jmp.tmp / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": config}))
+
+
+def test_mcp_tools_generated_and_offloaded(jmp: Jmp) -> None:
+    configure(jmp)
+    jmp.jev.script(
+        [
+            {"route": "mcp.echo"},
+            {"route": "mcp.mode"},
+            {"route": "mcp.getenv"},
+            {"route": "done"},
+            {"completion_review": "complete"},
+        ]
+    )
+    jmp.flash.queue(
+        [
+            {"tool_call": {"arguments": {"text": "hi there"}}},
+            {"tool_call": {"arguments": {"name": "FAKE_TOKEN"}}},
+            {"text": "echoed"},
+        ]
+    )
+    out = jmp.task("use the mcp tools")
+    assert out.code == 0, out.stderr
+    offered = jmp.jev.systemone_bodies()[0]["questions"]["route"]["criteria"]
+    assert {"mcp.echo", "mcp.mode", "mcp.ping", "read", "recall"} <= set(offered)
+    finished = {f["tool"]: f for f in out.of("tool_finished")}
+    assert finished["mcp.echo"]["status"] == "ok" and "hi there" in finished["mcp.echo"]["text"]
+    assert finished["mcp.mode"]["status"] == "ok"
+    (offload,) = out.of("argument_offload")
+    assert offload["tool"] == "mcp.mode" and offload["arguments"] == {"mode": "all", "depth": 2}
+    assert offload["generation_call_skipped"] is True and offload["backend"] == "code"
+    # two generated tools -> two generation requests; the fixed one made none
+    tool_requests = [b for b in jmp.flash.completions() if b.get("tools")]
+    assert len(tool_requests) == 2
+    schema = tool_requests[0]["tools"][0]["function"]["parameters"]
+    assert schema["required"] == ["text"] and "security_risk" not in schema["properties"]
+    # the server printed its secret: it is redacted everywhere
+    directory = jmp.home / out.result["session_id"]
+    assert SECRET not in out.stdout and SECRET not in out.stderr
+    for path in directory.rglob("*"):
+        if path.is_file() and path.suffix in {".jsonl", ".json", ".txt"}:
+            assert SECRET not in path.read_text(errors="replace"), path
+    assert "[REDACTED]" in finished["mcp.getenv"]["text"]
+
+
+def test_no_mcp_skips_the_servers(jmp: Jmp) -> None:
+    configure(jmp)
+    jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
+    jmp.flash.queue([{"text": "hi"}])
+    out = jmp.task("hello", "--no-mcp")
+    assert out.code == 0, out.stderr
+    offered = jmp.jev.systemone_bodies()[0]["questions"]["route"]["criteria"]
+    assert not [name for name in offered if name.startswith("mcp.")]
+
+
+def test_more_than_250_tools_is_a_clear_error(jmp: Jmp) -> None:
+    configure(jmp, "--count", "251")
+    out = jmp.task("anything")
+    assert out.code == 2
+    assert out.result["status"] == "error"
+    assert "250" in out.result["summary"] and not jmp.jev.systemone_bodies()
+
+
+def test_a_name_clash_between_servers_is_a_clear_error(jmp: Jmp) -> None:
+    one = {"command": sys.executable, "args": [SERVER]}
+    configure(jmp, servers={"one": one, "two": dict(one)})
+    out = jmp.task("anything")
+    assert out.code == 2
+    assert "one" in out.result["summary"] and "two" in out.result["summary"]
+
+
+def test_a_broken_config_names_the_file_and_field(jmp: Jmp) -> None:
+    path: Path = jmp.tmp / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"fs": {"command": "x", "args": ["a", 3]}}}))
+    out = jmp.task("anything")
+    assert out.code == 2
+    assert str(path) in out.stderr and "mcpServers.fs.args[1]" in out.stderr
+    assert not jmp.home.exists() or not any(jmp.home.iterdir())
