@@ -231,6 +231,7 @@ class Agent:
                 return self._respond("ask")
             outcome = self.step.run(choice)
             if outcome is not StepOutcome.CONTINUE:
+                assert outcome.status is not None  # only CONTINUE has no status
                 raise Stop(outcome.status, outcome.summary)
 
     # --- routing --------------------------------------------------------------------

@@ -71,6 +71,6 @@ class TreeRecord:
 def _running(proc: psutil.Process) -> bool:
     """A zombie has already exited; only its parent can reap it."""
     try:
-        return proc.status() != psutil.STATUS_ZOMBIE
+        return bool(proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False

@@ -209,7 +209,8 @@ class ToolStep:
         try:
             reply = self.models.generate("generate", messages, spec, cancel=self.cancel)
         except WorkerFailed as exc:
-            return self._generation_failed(spec.name, exc)
+            self._generation_failed(spec.name, exc)
+            return None
         except WorkerDied as exc:
             self._error("generate", type(exc).__name__, str(exc))
             raise _stop("error", f"The generator worker died: {exc}") from exc
@@ -220,7 +221,7 @@ class ToolStep:
             raise Cancelled(str(exc)) from exc
         if exc.code == "invalid_arguments":
             self._error("generate", "InvalidArguments", f"{tool}: {exc.detail}")
-            return None
+            return
         self._error("generate", exc.error_class or type(exc).__name__, exc.detail)
         raise _stop("error", f"Generating arguments for {tool} failed: {exc.detail}") from exc
 

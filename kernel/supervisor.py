@@ -37,7 +37,9 @@ class WorkerDied(JmpError):
     def __init__(
         self, kind: str, pid: int, exit_code: int | None, signal: int | None, reason: str = ""
     ) -> None:
-        self.kind, self.pid, self.exit_code, self.signal = kind, pid, exit_code, signal
+        self.kind, self.pid, self.signal = kind, pid, signal
+        # The worker's status shadows JmpError.exit_code (the CLI's exit 2); callers read it.
+        self.exit_code = exit_code  # type: ignore[assignment]
         self.reason = reason
         if signal is not None:
             how = f"was killed by {_signame(signal)}"

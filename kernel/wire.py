@@ -149,7 +149,9 @@ class WireThread:
             with contextlib.suppress(OSError):
                 os.unlink(path)
 
-    def _loop(self, sock: zmq.Socket, proc: subprocess.Popen[bytes], tree: TreeRecord) -> None:
+    def _loop(
+        self, sock: zmq.Socket[bytes], proc: subprocess.Popen[bytes], tree: TreeRecord
+    ) -> None:
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
@@ -183,7 +185,7 @@ class WireThread:
                 self._bury(proc, tree, self._kill_reason)
                 return
 
-    def _send_posted(self, sock: zmq.Socket, pending: list[Any]) -> None:
+    def _send_posted(self, sock: zmq.Socket[bytes], pending: list[Any]) -> None:
         while True:
             try:
                 pending.append(self.outbox.get_nowait())
@@ -195,28 +197,33 @@ class WireThread:
             sock.send_multipart([self._identity, encode_frame(msg)])
         pending.clear()
 
-    def _receive(self, sock: zmq.Socket, pid: int) -> bool | None:
+    def _receive(self, sock: zmq.Socket[bytes], pid: int) -> bool | None:
         """Take one frame: None if not from our worker; else whether it says it is busy."""
         parts = sock.recv_multipart()
         if len(parts) != 2:
-            return self._drop(f"{len(parts)}-part message")
+            self._drop(f"{len(parts)}-part message")
+            return None
         ident, buf = parts
         try:
             msg = decode_from_worker(buf)
         except UnsupportedVersion as exc:
             if self._identity is None and _is_ready(buf):  # the handshake failed: tell wait_ready
                 self.inbox.put(Failed(reply_to=None, code="unsupported_version", detail=str(exc)))
-            return self._drop(str(exc))
+            self._drop(str(exc))
+            return None
         except (msgspec.DecodeError, ValueError, TypeError) as exc:
-            return self._drop(str(exc))
+            self._drop(str(exc))
+            return None
         if self._identity is None and isinstance(msg, Ready | Heartbeat) and msg.pid == pid:
             self._identity = ident
         if ident != self._identity:
-            return self._drop(f"{type(msg).__name__} from an unknown peer")
+            self._drop(f"{type(msg).__name__} from an unknown peer")
+            return None
         if isinstance(msg, Heartbeat):
             return msg.busy is not None
         if isinstance(msg, Failed) and msg.reply_to is None and self._ready_seen:
-            return self._drop(f"worker reported: {msg.code}: {msg.detail}") or False
+            self._drop(f"worker reported: {msg.code}: {msg.detail}")
+            return False
         if isinstance(msg, Ready):
             self._ready_seen = True
         self.inbox.put(msg)
@@ -230,7 +237,6 @@ class WireThread:
             log.warning("%s worker: dropped a frame: %s", self.kind, why)
         elif self._bad_frames == _MAX_BAD_LOGS + 1:
             log.warning("%s worker: dropping further bad frames silently", self.kind)
-        return None
 
     def _bury(self, proc: subprocess.Popen[bytes], tree: TreeRecord, reason: str) -> None:
         """Kill the tree while the (possibly zombie) root still pins its pid, then reap."""
@@ -254,7 +260,7 @@ def _exited(pid: int) -> bool:
 def _is_ready(buf: bytes) -> bool:
     """Does this (undecodable) frame claim to be a Ready?"""
     try:
-        return msgspec.msgpack.decode(buf)["body"]["kind"] == "ready"
+        return bool(msgspec.msgpack.decode(buf)["body"]["kind"] == "ready")
     except Exception:
         return False
 

@@ -37,17 +37,20 @@ class Msg(
     """Kernel<->worker message."""
 
 
+# Subclasses repeat `frozen=True`: msgspec inherits it anyway, but mypy needs it stated.
+
+
 # --- kernel -> worker ------------------------------------------------------------
 
 
-class Heartbeat(Msg):
+class Heartbeat(Msg, frozen=True):
     """Liveness, both directions. `busy` names the request a worker is working on."""
 
     pid: int
     busy: str | None = None
 
 
-class Route(Msg):
+class Route(Msg, frozen=True):
     """Ask Jev one `choice` question: labels are exactly the keys of `options`."""
 
     id: str
@@ -64,7 +67,7 @@ class Message(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     content: str
 
 
-class Generate(Msg):
+class Generate(Msg, frozen=True):
     """Ask Flash: with `tool_schema`, forced `selected_action` arguments; without, prose."""
 
     id: str
@@ -75,13 +78,13 @@ class Generate(Msg):
     tool_schema: dict[str, Any] | None = None
 
 
-class ListTools(Msg):
+class ListTools(Msg, frozen=True):
     """Ask the tool worker for its tools (built-in and MCP) with native schemas."""
 
     id: str
 
 
-class Validate(Msg):
+class Validate(Msg, frozen=True):
     """Check arguments against the native action type; no effect on anything."""
 
     id: str
@@ -89,7 +92,7 @@ class Validate(Msg):
     arguments: dict[str, Any]
 
 
-class RunTool(Msg):
+class RunTool(Msg, frozen=True):
     """Execute one validated call. The kernel has fsynced tool_started before sending."""
 
     id: str  # the call_id
@@ -98,13 +101,13 @@ class RunTool(Msg):
     timeout_s: float | None = None
 
 
-class Cancel(Msg):
+class Cancel(Msg, frozen=True):
     """Stop the named request as soon as possible (a stream, or a running command)."""
 
     id: str
 
 
-class Shutdown(Msg):
+class Shutdown(Msg, frozen=True):
     """Exit now, taking every child along."""
 
 
@@ -114,7 +117,7 @@ ToWorker = Heartbeat | Route | Generate | ListTools | Validate | RunTool | Cance
 # --- worker -> kernel ------------------------------------------------------------
 
 
-class Ready(Msg):
+class Ready(Msg, frozen=True):
     """First message of a worker: who it is. The frame's `v` is the handshake."""
 
     pid: int
@@ -122,7 +125,7 @@ class Ready(Msg):
     detail: str = ""
 
 
-class Progress(Msg):
+class Progress(Msg, frozen=True):
     """Streaming progress of a model request: character counts only."""
 
     reply_to: str
@@ -139,7 +142,7 @@ class ModelUsage(msgspec.Struct, frozen=True, kw_only=True):
     usage: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
-class Routed(Msg):
+class Routed(Msg, frozen=True):
     """Jev's answer: the argmax label, its confidence, and every label's probability."""
 
     reply_to: str
@@ -149,7 +152,7 @@ class Routed(Msg):
     usage: ModelUsage
 
 
-class Generated(Msg):
+class Generated(Msg, frozen=True):
     """Flash's answer: parsed arguments (tool call) or text (prose)."""
 
     reply_to: str
@@ -167,7 +170,7 @@ class ToolSpec(msgspec.Struct, frozen=True, kw_only=True):
     source: str = "builtin"  # "builtin" or "mcp:<server>"
 
 
-class ToolList(Msg):
+class ToolList(Msg, frozen=True):
     """The tool worker's tools, and MCP servers that failed to start (name -> reason)."""
 
     reply_to: str
@@ -175,7 +178,7 @@ class ToolList(Msg):
     failed_servers: dict[str, str] = msgspec.field(default_factory=dict)
 
 
-class Validated(Msg):
+class Validated(Msg, frozen=True):
     """Arguments passed the native schema; `arguments` is the normalized form."""
 
     reply_to: str
@@ -183,7 +186,7 @@ class Validated(Msg):
     target: str = ""
 
 
-class ToolResult(Msg):
+class ToolResult(Msg, frozen=True):
     """A finished tool call. `status=ok` means the tool reported no error."""
 
     reply_to: str
@@ -195,7 +198,7 @@ class ToolResult(Msg):
     interrupted: bool = False
 
 
-class Failed(Msg):
+class Failed(Msg, frozen=True):
     """A request the worker understood but could not serve, or a frame it could not read."""
 
     reply_to: str | None
