@@ -162,7 +162,7 @@ def _fail(printer: Printer, exc: JmpError, session: str | None, status: str) -> 
     printer.result(
         {"session_id": session, "status": status, "summary": str(exc), "session_dir": None}
     )
-    return exc.exit_code
+    return 2  # every reported error exits 2 (WorkerDied.exit_code is the worker's status)
 
 
 def entry() -> None:

@@ -184,6 +184,9 @@ class Agent:
             return self._finish(stop.status, stop.summary)
         except Cancelled:
             return self._finish("cancelled", "Cancelled by the user.")
+        except (WorkerFailed, WorkerDied) as exc:  # e.g. the tool worker could not start
+            self._error("tool", exc)
+            return self._finish("error", str(exc))
 
     def _settle_interrupted(self, acknowledge: bool) -> str:
         """Record kernel_exit uncertainty once per call; acknowledge if asked. '' = go on."""

@@ -83,6 +83,7 @@ def test_more_than_250_tools_is_a_clear_error(jmp: Jmp) -> None:
     assert out.code == 2
     assert out.result["status"] == "error"
     assert "250" in out.result["summary"] and not jmp.jev.systemone_bodies()
+    assert out.of("final")[-1]["status"] == "error"  # the session records why it stopped
 
 
 def test_a_name_clash_between_servers_is_a_clear_error(jmp: Jmp) -> None:
