@@ -112,3 +112,39 @@ def serve_in_thread(server: ThreadingHTTPServer) -> threading.Thread:
     thread.daemon = True
     thread.start()
     return thread
+
+
+class LoopbackServer:
+    """Shared life cycle of the loopback servers: serve `state` with `handler` on 127.0.0.1."""
+
+    state: Any
+
+    def _serve(self, handler: type[BaseHTTPRequestHandler], port: int) -> None:
+        bound = type(f"Bound{handler.__name__}", (handler,), {"state": self.state})
+        self._server = QuietServer(bound, port)
+        self._thread = serve_in_thread(self._server)
+
+    @property
+    def address(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Every request received: {"method", "path", "headers", "body"} (body parsed if JSON)."""
+        return list(self.state.recorder.snapshot())
+
+    def clear_faults(self) -> int:
+        """Drop the faults not used yet; how many there were."""
+        return int(self.state.faults.clear())
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -15,7 +15,7 @@ import time
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.servers.common import Fault, Faults, QuietServer, Recorder, read_body, serve_in_thread
+from tests.servers.common import Fault, Faults, LoopbackServer, Recorder, read_body
 from tests.servers.flash_reply import build_chunks, build_completion, default_item
 
 FAULT_KINDS = ("http500", "invalid_json", "cut", "slow", "drop")
@@ -134,25 +134,17 @@ class FlashHandler(BaseHTTPRequestHandler):
             self.close_connection = True  # the client went away (e.g. cancelled): nothing to do
 
 
-class FlashServer:
+class FlashServer(LoopbackServer):
     """`with FlashServer() as flash:` an OpenAI-compatible server; `flash.url` ends in /v1."""
 
     def __init__(self, port: int = 0, chunk_chars: int = 8) -> None:
         self.state = FlashState(chunk_chars)
-        handler = type("BoundFlashHandler", (FlashHandler,), {"state": self.state})
-        self._server = QuietServer(handler, port)
-        self._thread = serve_in_thread(self._server)
+        self._serve(FlashHandler, port)
 
     @property
     def url(self) -> str:
         """Base URL including /v1, as FLASH_BASE_URL."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}/v1"
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        """Every request received: {"method", "path", "headers", "body"} (body parsed if JSON)."""
-        return self.state.recorder.snapshot()
+        return self.address + "/v1"
 
     def completions(self) -> list[dict[str, Any]]:
         """The parsed bodies of chat completion requests, in arrival order."""
@@ -186,21 +178,6 @@ class FlashServer:
         self.state.faults.add(
             kind, count, seconds=seconds, after_chunks=after_chunks, retry_after_ms=retry_after_ms
         )
-
-    def clear_faults(self) -> int:
-        """Drop the faults not used yet; how many there were."""
-        return self.state.faults.clear()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> FlashServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from tests.servers.common import Faults, QuietServer, Recorder, read_body, serve_in_thread
+from tests.servers.common import Faults, LoopbackServer, Recorder, read_body
 from tests.servers.jev_schema import validation_errors
 
 MODELS = [
@@ -240,27 +240,19 @@ class JevHandler(BaseHTTPRequestHandler):
         return True
 
 
-class JevServer:
+class JevServer(LoopbackServer):
     """`with JevServer(script) as jev:` a Jev-compatible server on 127.0.0.1 at `jev.url`."""
 
     def __init__(
         self, script: list[dict[str, Any]] | None = None, port: int = 0, key: str | None = None
     ) -> None:
         self.state = JevState(script, key)
-        handler = type("BoundJevHandler", (JevHandler,), {"state": self.state})
-        self._server = QuietServer(handler, port)
-        self._thread = serve_in_thread(self._server)
+        self._serve(JevHandler, port)
 
     @property
     def url(self) -> str:
         """Server root, as TYPESAFE_BASE_URL (the SDK appends /v1/systemone)."""
-        host, port = self._server.server_address[:2]
-        return f"http://{host}:{port}"
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        """Every request received: {"method", "path", "headers", "body"} (body parsed if JSON)."""
-        return self.state.recorder.snapshot()
+        return self.address
 
     def systemone_bodies(self) -> list[Any]:
         """The parsed bodies of POST /v1/systemone requests, in arrival order."""
@@ -281,21 +273,6 @@ class JevServer:
     ) -> None:
         """Inject `kind` (http500, invalid_json, delay, drop) into the next `count` POSTs."""
         self.state.faults.add(kind, count, seconds=seconds, retry_after_ms=retry_after_ms)
-
-    def clear_faults(self) -> int:
-        """Drop the faults not used yet; how many there were."""
-        return self.state.faults.clear()
-
-    def close(self) -> None:
-        self._server.shutdown()
-        self._server.server_close()
-        self._thread.join(timeout=5)
-
-    def __enter__(self) -> JevServer:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def main(argv: list[str] | None = None) -> int:
