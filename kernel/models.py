@@ -63,11 +63,18 @@ class Models:
 
         self.settings.require_keys()
         self._runtime = make_runtime_dir()
+        redact = self.session.redactor.text  # nothing a worker prints may carry a key
         self._router = Worker(
-            "router", self._runtime, env=worker_env(self.settings.router_env(), MODEL_KEYS)
+            "router",
+            self._runtime,
+            env=worker_env(self.settings.router_env(), MODEL_KEYS),
+            redact=redact,
         )
         self._generator = Worker(
-            "generator", self._runtime, env=worker_env(self.settings.generator_env(), MODEL_KEYS)
+            "generator",
+            self._runtime,
+            env=worker_env(self.settings.generator_env(), MODEL_KEYS),
+            redact=redact,
         )
         self._router.start()
         self._generator.start()

@@ -83,8 +83,10 @@ class Worker:
         argv: Sequence[str] = (),
         *,
         module: str | None = None,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.kind = kind
+        self.redact = redact  # applied to everything the worker prints
         self.runtime_dir = Path(runtime_dir)
         self.endpoint = f"ipc://{self.runtime_dir / kind}.sock"
         if len(self.endpoint) - len("ipc://") > IPC_PATH_MAX:
@@ -117,7 +119,7 @@ class Worker:
         )
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         argv = [sys.executable, "-m", self.module, self.endpoint, *self.argv]
-        self._wire = WireThread(self.kind, self.endpoint, argv, env, self.token)
+        self._wire = WireThread(self.kind, self.endpoint, argv, env, self.token, self.redact)
         self._wire.begin()
 
     @property

@@ -13,6 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
+from kernel.redact import Redactor
 from kernel.supervisor import Worker, make_runtime_dir
 from protocol.messages import (
     ListTools,
@@ -48,6 +49,7 @@ class Tools:
         self._runtime_dir: Path | None = None
         self._specs: list[ToolSpec] | None = None
         self._lock = threading.Lock()
+        self._redactor: Redactor | None = None
 
     def start(self) -> None:
         """Spawn the tool worker now and return at once; idempotent while it lives."""
@@ -56,9 +58,17 @@ class Tools:
                 return
             if self._runtime_dir is None:
                 self._runtime_dir = make_runtime_dir()
-            worker = Worker("tool", self._runtime_dir, env=self._env(), argv=self._argv())
+            worker = Worker(
+                "tool", self._runtime_dir, env=self._env(), argv=self._argv(), redact=self._redact
+            )
             worker.start()
             self._worker = worker
+
+    def _redact(self, text: str) -> str:
+        """MCP secrets (and token formats) out of what the worker and its servers print."""
+        if self._redactor is None:
+            self._redactor = Redactor(getattr(self.servers, "secrets", ()))
+        return self._redactor.text(text)
 
     def _argv(self) -> list[str]:
         return ["--workspace", str(self.workspace), "--terminal-dir", str(self.terminal_dir)]

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,9 +47,16 @@ class WireThread:
     """Process + socket + queues for one worker."""
 
     def __init__(
-        self, kind: str, endpoint: str, argv: list[str], env: dict[str, str], token: str
+        self,
+        kind: str,
+        endpoint: str,
+        argv: list[str],
+        env: dict[str, str],
+        token: str,
+        redact: Callable[[str], str] | None = None,
     ) -> None:
         self.kind, self.endpoint, self.argv, self.env, self.token = kind, endpoint, argv, env, token
+        self.redact = redact
         self.inbox: queue.Queue[Any] = queue.Queue()
         self.outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.death: Death | None = None
@@ -122,13 +130,17 @@ class WireThread:
         try:
             sock.bind(self.endpoint)
             # A worker's stdout goes to our stderr: with --json, stdout carries JSON lines only.
+            stderr_fd = sys.stderr.fileno() if _has_fileno(sys.stderr) else subprocess.DEVNULL
             proc = subprocess.Popen(
                 self.argv,
                 stdin=subprocess.DEVNULL,
-                stdout=sys.stderr.fileno() if _has_fileno(sys.stderr) else subprocess.DEVNULL,
+                stdout=subprocess.PIPE if self.redact else stderr_fd,
+                stderr=subprocess.PIPE if self.redact else None,
                 env=self.env,
                 start_new_session=True,
             )
+            if self.redact is not None:
+                _forward_redacted(proc, self.redact)
         except BaseException as exc:
             self._spawn_error = exc
             self._spawned.set()
@@ -272,3 +284,22 @@ def _has_fileno(stream: Any) -> bool:
     except (AttributeError, OSError, ValueError):
         return False
     return True
+
+
+def _forward_redacted(proc: subprocess.Popen[bytes], redact: Callable[[str], str]) -> None:
+    """Copy the worker's stdout and stderr to our stderr, line by line, with secrets redacted.
+
+    Worker output (an MCP server's own stderr among it) could carry a configured secret, and
+    known credentials must never reach our stderr.
+    """
+
+    def pump(stream: Any) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            for raw in iter(stream.readline, b""):
+                sys.stderr.write(redact(raw.decode("utf-8", "replace")))
+                sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            stream.close()
+
+    for stream in (proc.stdout, proc.stderr):
+        threading.Thread(target=pump, args=(stream,), daemon=True, name="worker-stderr").start()

@@ -18,7 +18,7 @@ def configure(jmp: Jmp, *extra_args: str, servers: dict[str, Any] | None = None)
         "fake": {
             "command": sys.executable,
             "args": [SERVER, *extra_args],
-            "env": {"FAKE_TOKEN": SECRET},
+            "env": {"FAKE_TOKEN": SECRET, "FAKE_MCP_STDERR_ECHO": "FAKE_TOKEN"},
         }
     }
     path = jmp.tmp / "mcp.json"
@@ -61,6 +61,7 @@ def test_mcp_tools_generated_and_offloaded(jmp: Jmp) -> None:
     # the server printed its secret: it is redacted everywhere
     directory = jmp.home / out.result["session_id"]
     assert SECRET not in out.stdout and SECRET not in out.stderr
+    assert "fake mcp server: [REDACTED]=[REDACTED]" in out.stderr  # the server's own log line
     for path in directory.rglob("*"):
         if path.is_file() and path.suffix in {".jsonl", ".json", ".txt"}:
             assert SECRET not in path.read_text(errors="replace"), path

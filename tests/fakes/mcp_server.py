@@ -11,6 +11,7 @@ variable of the server's environment).
 `--pid-file` writes the server's pid once it serves (tests find the process by it).
 `--http-port-file` serves streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio.
 Env FAKE_MCP_SLOW_MARK=PATH: slow and block create PATH when they start sleeping.
+Env FAKE_MCP_STDERR_ECHO=NAME: print NAME=<value> to stderr at start (a server leaking a secret).
 """
 
 from __future__ import annotations
@@ -184,6 +185,10 @@ def main() -> int:
         return 3
     if options.pid_file:
         Path(options.pid_file).write_text(str(os.getpid()))
+    if os.environ.get("FAKE_MCP_STDERR_ECHO"):  # a careless server that logs a secret
+        name = os.environ["FAKE_MCP_STDERR_ECHO"]
+        sys.stderr.write(f"fake mcp server: {name}={os.environ.get(name, '')}\n")
+        sys.stderr.flush()
     server = build(options.prefix, options.count)
     if options.http_port_file:
         required = os.environ.get("FAKE_MCP_REQUIRE_HEADER", "")
