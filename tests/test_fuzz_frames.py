@@ -176,3 +176,4 @@ def test_closed_worker_context_terminates(short_tmp: Path) -> None:
     worker: Worker = fake_worker(short_tmp)
     worker.wait_ready(30)
     close_within(worker, 5)
+    assert not pid_running(worker.pid or 0)

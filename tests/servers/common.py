@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import threading
@@ -137,6 +138,14 @@ class LoopbackServer:
     def clear_faults(self) -> int:
         """Drop the faults not used yet; how many there were."""
         return int(self.state.faults.clear())
+
+    def serve_until_interrupted(self, name: str) -> int:
+        """For `python -m tests.servers.<name>`: announce the URL, serve until Ctrl+C."""
+        print(f"{name} on {self.url}", flush=True)  # type: ignore[attr-defined]
+        with contextlib.suppress(KeyboardInterrupt):
+            threading.Event().wait()
+        self.close()
+        return 0
 
     def close(self) -> None:
         self._server.shutdown()

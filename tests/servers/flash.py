@@ -190,14 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.queue:
         with open(args.queue, encoding="utf-8") as f:
             server.queue(json.load(f))
-    print(f"flash test server on {server.url}", flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.close()
-    return 0
+    return server.serve_until_interrupted("flash test server")
 
 
 if __name__ == "__main__":

@@ -284,14 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     script = json.loads(args.script.read_text(encoding="utf-8")) if args.script else None
     server = JevServer(script, port=args.port, key=args.key)
-    print(f"jev test server on {server.url}", flush=True)
-    try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
-    finally:
-        server.close()
-    return 0
+    return server.serve_until_interrupted("jev test server")
 
 
 if __name__ == "__main__":
