@@ -23,6 +23,7 @@ from kernel.errors import ContextOverflow, UsageError
 from kernel.steps import StepOutcome, Stop, ToolStep
 from kernel.supervisor import Cancelled, WorkerDied, WorkerFailed
 from protocol.events import (
+    CleanupWarningData,
     CompletionReviewData,
     ErrorData,
     Event,
@@ -135,14 +136,20 @@ class Agent:
         return self._result(result.status, result.summary)
 
     def close(self) -> None:
-        """Release workers and the session lock; safe to call twice."""
+        """Release workers and the session lock; safe to call twice, even if a worker resists."""
         try:
-            self.models.close()
+            for part in (self.models, self.tools):
+                try:
+                    part.close()
+                except Exception as exc:  # the lock is released whatever the workers do
+                    self.session.emit(
+                        CleanupWarningData(
+                            error_class=type(exc).__name__,
+                            message=self.session.redactor.text(str(exc)),
+                        )
+                    )
         finally:
-            try:
-                self.tools.close()
-            finally:
-                self.session.close()
+            self.session.close()
 
     # --- the run --------------------------------------------------------------------
 

@@ -1,0 +1,95 @@
+"""The Python boundary of CONTRACT section 4, embedded in this process (models at the wire)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import main
+from kernel.errors import SessionLocked
+from protocol.events import Event
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch, servers: tuple[Any, Any], short_tmp: Path) -> Path:
+    jev, flash = servers
+    monkeypatch.setenv("TYPESAFE_API_KEY", "boundary-jev-key-123456")
+    monkeypatch.setenv("TYPESAFE_BASE_URL", jev.url)
+    monkeypatch.setenv("FLASH_API_KEY", "boundary-flash-key-123456")
+    monkeypatch.setenv("FLASH_BASE_URL", flash.url)
+    workspace = short_tmp / "ws"
+    workspace.mkdir()
+    return workspace
+
+
+class ClosesBadly(main.Tools):  # type: ignore[name-defined,misc]
+    """A Tools whose close fails after stopping its worker (a worker that resists cleanup)."""
+
+    def close(self) -> None:
+        super().close()
+        raise OSError("could not remove the runtime directory")
+
+
+def build(home: Path, workspace: Path, on_event: Any, tools_cls: Any = None) -> Any:
+    session = main.Session.create(home, workspace, on_event=on_event)
+    models = main.Models(session, main.Settings.environment())
+    tools = (tools_cls or main.Tools)(workspace, session.directory / "terminal", None)
+    return main.Agent(
+        session,
+        models,
+        tools,
+        policy=main.ContextPolicy(),
+        instructions=main.instructions(),
+        cancel=threading.Event(),
+    )
+
+
+def test_embedded_run_persists_even_when_the_subscriber_raises(
+    env: Path, servers: tuple[Any, Any], short_tmp: Path
+) -> None:
+    jev, flash = servers
+    jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
+    flash.queue([{"tool_call": {"arguments": {"command": "echo hi > out.txt"}}}, {"text": "ok"}])
+    seen: list[Event] = []
+
+    def subscriber(event: Event) -> None:
+        seen.append(event)
+        raise RuntimeError("a broken subscriber")
+
+    agent = build(short_tmp / "home", env, subscriber)
+    try:
+        result = agent.run(prompt="write out.txt")
+    finally:
+        agent.close()
+    assert set(result) == {"session_id", "status", "summary", "session_dir"}
+    assert result["status"] == "completed" and result["summary"] == "ok"
+    assert (env / "out.txt").read_text() == "hi\n"
+    log = Path(result["session_dir"]) / "events.jsonl"
+    persisted = [json.loads(line) for line in log.read_text().splitlines()]
+    assert [e["seq"] for e in persisted] == [e.seq for e in seen if e.seq is not None]
+    assert persisted[-1]["kind"] == "final"
+
+
+def test_close_releases_the_lock_and_warns_when_cleanup_fails(
+    env: Path, servers: tuple[Any, Any], short_tmp: Path
+) -> None:
+    jev, flash = servers
+    jev.script([{"route": "done"}, {"completion_review": "complete"}])
+    flash.queue([{"text": "hello"}])
+    seen: list[Event] = []
+    home = short_tmp / "home"
+    agent = build(home, env, seen.append, ClosesBadly)
+    result = agent.run(prompt="say hello")
+    with pytest.raises(SessionLocked):
+        main.Session.open(home, result["session_id"])  # held for the run
+    agent.close()
+    warnings = [e for e in seen if e.kind == "cleanup_warning"]
+    assert len(warnings) == 1 and warnings[0].seq is None
+    assert warnings[0].data.error_class == "OSError"
+    main.Session.open(home, result["session_id"]).close()  # the lock is free again
+    log = (Path(result["session_dir"]) / "events.jsonl").read_text()
+    assert "cleanup_warning" not in log
