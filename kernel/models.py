@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kernel.supervisor import WorkerFailed
 from protocol.events import ModelProgressData, ModelStartedData, Stage, UsageData
 from protocol.messages import (
     Generate,
@@ -152,7 +153,12 @@ class Models:
             tool_description=tool.description if tool else "",
             tool_schema=dict(tool.parameters) if tool else None,
         )
-        reply = worker.request(msg, on_progress=progress, cancel=cancel)
+        try:
+            reply = worker.request(msg, on_progress=progress, cancel=cancel)
+        except WorkerFailed as exc:
+            if exc.usage is not None:  # it answered, unusably: the tokens were still spent
+                self._usage(stage, exc.usage)
+            raise
         assert isinstance(reply, Generated)
         self._usage(stage, reply.usage)
         return reply

@@ -22,7 +22,7 @@ from typing import Any
 from kernel.errors import JmpError
 from kernel.proctree import TOKEN_ENV
 from kernel.wire import Death, WireThread
-from protocol.messages import Cancel, Failed, Progress, Ready, Shutdown
+from protocol.messages import Cancel, Failed, ModelUsage, Progress, Ready, Shutdown
 
 log = logging.getLogger("jmp.supervisor")
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,8 +51,11 @@ class WorkerDied(JmpError):
 class WorkerFailed(JmpError):
     """The worker understood the request and refused or failed it."""
 
-    def __init__(self, code: str, detail: str, error_class: str = "") -> None:
+    def __init__(
+        self, code: str, detail: str, error_class: str = "", usage: ModelUsage | None = None
+    ) -> None:
         self.code, self.detail, self.error_class = code, detail, error_class
+        self.usage = usage  # the model call's usage, when it answered unusably
         super().__init__(f"{code}: {detail}")
 
 
@@ -145,7 +148,7 @@ class Worker:
                 self.ready = msg
                 return msg
             if isinstance(msg, Failed) and msg.reply_to is None:
-                raise WorkerFailed(msg.code, msg.detail, msg.error_class)
+                raise WorkerFailed(msg.code, msg.detail, msg.error_class, msg.usage)
 
     def close(self) -> None:
         """Ask the worker to exit, kill its whole tree after SHUTDOWN_GRACE_S; idempotent."""
@@ -242,7 +245,7 @@ def _unwrap(msg: Any) -> Any:
     if isinstance(msg, Failed):
         if msg.code == "cancelled":
             raise Cancelled(msg.detail)
-        raise WorkerFailed(msg.code, msg.detail, msg.error_class)
+        raise WorkerFailed(msg.code, msg.detail, msg.error_class, msg.usage)
     return msg
 
 

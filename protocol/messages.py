@@ -205,6 +205,7 @@ class Failed(Msg, frozen=True):
     code: FailCode
     detail: str
     error_class: str = ""
+    usage: ModelUsage | None = None  # a model call that answered, but unusably
 
 
 FromWorker = (

@@ -140,6 +140,8 @@ def test_invalid_arguments_never_reach_a_tool(jmp: Jmp) -> None:
     assert out.result["status"] == "blocked"  # three identical errors in a row
     assert "tool_started" not in out.kinds()
     assert len(out.of("error")) == 3
+    # each unusable answer still spent tokens: one usage record per generation call
+    assert len([u for u in out.of("usage") if u["stage"] == "generate"]) == 3
     assert not (jmp.workspace / "x.txt").exists()
 
 

@@ -222,7 +222,9 @@ class GeneratorHandler:
             return Generated(reply_to=request.id, usage=usage, text=stream.text)
         arguments = parse_arguments(stream)
         if isinstance(arguments, str):
-            return Failed(reply_to=request.id, code="invalid_arguments", detail=arguments)
+            return Failed(
+                reply_to=request.id, code="invalid_arguments", detail=arguments, usage=usage
+            )
         return Generated(reply_to=request.id, usage=usage, arguments=arguments)
 
 
