@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import threading
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,8 @@ from kernel.redact import Redactor
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _json = msgspec.json.Encoder()
+CACHE_CHARS = 8_000_000  # texts kept in memory per session, least recently used dropped first
+CACHE_ENTRY_CHARS = 1_000_000  # a larger text is read from disk every time
 
 
 class Artifacts:
@@ -25,23 +29,30 @@ class Artifacts:
         self.root = Path(session_dir)
         self.directory = self.root / "artifacts"
         self.redactor = redactor
+        self._texts = TextCache(CACHE_CHARS, CACHE_ENTRY_CHARS)
 
-    def write_json(self, name: str, obj: Any) -> str:
-        """Store obj (structs, dicts, lists) as indented JSON; returns the path relative to root."""
+    def write_json(self, name: str, obj: Any, *, durable: bool = True) -> str:
+        """Store obj as indented JSON; returns the relative path; durable=False skips the fsync."""
         clean = self.redactor.value(msgspec.to_builtins(obj))
-        return self._write(name, msgspec.json.format(_json.encode(clean), indent=2) + b"\n")
+        data = msgspec.json.format(_json.encode(clean), indent=2) + b"\n"
+        return self._write(name, data, durable)
 
-    def write_text(self, name: str, text: str) -> str:
-        """Store text; returns the path relative to the session directory."""
-        return self._write(name, self.redactor.text(text).encode("utf-8", "surrogateescape"))
+    def write_text(self, name: str, text: str, *, durable: bool = True) -> str:
+        """Store text; returns the relative path; durable=False skips the fsync (still atomic)."""
+        data = self.redactor.text(text).encode("utf-8", "surrogateescape")
+        rel = self._write(name, data, durable)
+        if len(data) <= CACHE_ENTRY_CHARS:
+            self._texts.put(rel, as_read(data))
+        return rel
 
-    def _write(self, name: str, data: bytes) -> str:
+    def _write(self, name: str, data: bytes, durable: bool) -> str:
         target = self.directory / _free_name(self.directory, name)
-        # Temp file + fsync + rename: a reader (or a crash) sees the whole file or none of it.
+        # Temp file (+ fsync) + rename: a reader (or a crash) sees the whole file or none of it.
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
         try:
             write_all(fd, data)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
             os.close(fd)
             fd = -1
             os.replace(tmp, target)
@@ -64,8 +75,17 @@ class Artifacts:
         return resolved
 
     def read_text(self, rel: str) -> str:
-        """The text of an artifact inside the session directory."""
-        return self.path(rel).read_text("utf-8", "replace")
+        """The text of an artifact inside the session directory (artifacts are cached)."""
+        cached = self._texts.get(rel)
+        if cached is not None:
+            return cached
+        path = self.path(rel)
+        text = path.read_text("utf-8", "replace")
+        # Only plain files under artifacts/: jmp never replaces those (a fresh name per write);
+        # other files (the log) and links are read afresh every time.
+        if rel == f"artifacts/{path.name}" and path.parent.name == "artifacts":
+            self._texts.put(rel, text)
+        return text
 
     def read_json(self, rel: str) -> Any:
         """The decoded JSON of an artifact inside the session directory."""
@@ -82,3 +102,36 @@ def _free_name(directory: Path, name: str) -> str:
         n += 1
         candidate = f"{stem}-{n}{dot}{ext}"
     return candidate
+
+
+def as_read(data: bytes) -> str:
+    """The text `read_text` gives for these bytes (replacement chars, universal newlines)."""
+    return data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+
+
+class TextCache:
+    """Texts by relative path, least recently used dropped first once past `limit` chars."""
+
+    def __init__(self, limit: int, entry_limit: int) -> None:
+        self.limit = limit
+        self.entry_limit = entry_limit
+        self.size = 0
+        self._texts: OrderedDict[str, str] = OrderedDict()
+        self._lock = threading.Lock()  # the agent thread and an embedding caller may both read
+
+    def get(self, rel: str) -> str | None:
+        with self._lock:
+            text = self._texts.get(rel)
+            if text is not None:
+                self._texts.move_to_end(rel)
+            return text
+
+    def put(self, rel: str, text: str) -> None:
+        with self._lock:
+            if len(text) > self.entry_limit or rel in self._texts:
+                return
+            self._texts[rel] = text
+            self.size += len(text)
+            while self.size > self.limit:
+                _, dropped = self._texts.popitem(last=False)
+                self.size -= len(dropped)

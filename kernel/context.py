@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from kernel.context_cache import FoldCache
 from kernel.context_checkpoint import (
     Checkpoint,
     build_checkpoint,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Checkpoint",
     "ContextPolicy",
+    "FoldCache",
     "Projection",
     "compact",
     "load_latest_checkpoint",
@@ -108,11 +110,15 @@ class ContextPolicy:
         read_artifact: Callable[[str], str] | None = None,
         recall: RecallIndex | None = None,
         checkpoint: Checkpoint | None = None,
+        cache: FoldCache | None = None,  # one per event list: fold only what was appended since
     ) -> Projection:
         """The context block within budget minus reserved; ContextOverflow if intent cannot fit."""
         whole = self.budget(audience)
         budget = whole - reserved_bytes
-        state = self.state(events, checkpoint)
+        if cache is None:
+            state = self.state(events, checkpoint)
+        else:  # the fitter only reads the state, so the cached one is used as it is
+            state = cache.state(events, checkpoint, self.max_snapshots)
         pinned = pinned_text(state, audience)
         need = nbytes(pinned.head) + nbytes(pinned.status) + nbytes(pinned.current) + 4
         if need > budget:

@@ -234,9 +234,15 @@ def _error(state: State, seq: int, data: ErrorData) -> None:
         del state.errors[: len(state.errors) - MAX_ERRORS]
 
 
-def fold(state: State, events: list[Event], max_snapshots: int = MAX_SNAPSHOTS) -> State:
-    """Apply the events after `state.through` (in place) and return the state."""
-    index = {c.call_id: c for c in state.calls}
+def fold(
+    state: State,
+    events: list[Event],
+    max_snapshots: int = MAX_SNAPSHOTS,
+    index: dict[str, Call] | None = None,
+) -> State:
+    """Apply the events after `state.through` in place; `index` is call_index(state), kept."""
+    if index is None:
+        index = call_index(state)
     for event in events_after(events, state.through):
         seq = event.seq or 0
         data: Any = event.data
@@ -256,6 +262,11 @@ def fold(state: State, events: list[Event], max_snapshots: int = MAX_SNAPSHOTS) 
             _error(state, seq, data)
         state.through = max(state.through, seq)
     return state
+
+
+def call_index(state: State) -> dict[str, Call]:
+    """Call id to call, the later one winning (as the fold finds them)."""
+    return {c.call_id: c for c in state.calls}
 
 
 def events_after(events: list[Event], through: int) -> list[Event]:

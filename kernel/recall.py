@@ -60,6 +60,7 @@ CREATE VIRTUAL TABLE IF NOT EXISTS pages_fts USING fts5(
     tokenize='unicode61 remove_diacritics 0');
 """
 COLUMNS = "p.seq, p.part, p.kind, p.tool, p.target, p.provenance, p.body"
+INDEXED = (UserData, FinalData, ToolStartedData, ToolFinishedData, ToolUncertainData, ErrorData)
 
 
 class RecallError(JmpError):
@@ -105,6 +106,7 @@ class RecallIndex:
         self.path = Path(path)
         self._db: sqlite3.Connection | None = None
         self._inode = 0
+        self._known: tuple[str, int] | None = None  # (session, through) this connection indexed
         self.problem = ""  # why the index is unusable, when it is
 
     # --- opening -----------------------------------------------------------------
@@ -148,6 +150,7 @@ class RecallIndex:
             raise
         self._db = db
         self._inode = os.stat(self.path).st_ino
+        self._known = None
         self.problem = ""
 
     def _same_file(self) -> bool:
@@ -173,6 +176,7 @@ class RecallIndex:
             with contextlib.suppress(sqlite3.Error):
                 self._db.close()
             self._db = None
+        self._known = None
 
     # --- indexing ------------------------------------------------------------------
 
@@ -189,50 +193,73 @@ class RecallIndex:
                     self.rebuild()
         return 0
 
-    def _meta(self, key: str) -> str | None:
+    def _stored(self) -> tuple[str | None, int]:
+        """The session id and last seq the file says it has indexed."""
         assert self._db is not None
-        found = self._db.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
-        return None if found is None else str(found[0])
+        meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
+        return meta.get("session_id"), int(meta.get("through") or 0)
+
+    def _nothing_new(self, events: list[Event], session_id: str, last: int) -> bool:
+        """Only unindexed kinds (routes, usage...) since this connection's last sync: no SQL."""
+        known = self._known
+        if self._db is None or known is None or known[0] != session_id or known[1] > last:
+            return False
+        return not any(isinstance(e.data, INDEXED) for e in events_after(events, known[1]))
 
     def _sync(self, events: list[Event], read_artifact: Callable[[str], str] | None) -> int:
         if not events:
             return 0
         session_id, last = events[0].session_id, events[-1].seq or 0
-        through = int(self._meta("through") or 0)
-        if self._meta("session_id") not in (None, session_id) or through > last:
+        if self._nothing_new(events, session_id, last):
+            # The file's `through` may lag: the events in between yield no pages when redone.
+            self._known = (session_id, last)
+            return 0
+        stored, through = self._stored()
+        if stored not in (None, session_id) or through > last:
             self.rebuild()  # a foreign or newer cache: start over from the log
             through = 0
         assert self._db is not None
         db = self._db
         db.execute("BEGIN IMMEDIATE")
         try:
-            added = 0
-            counts: Counter[str] = Counter()
-            for page in self._pages(events_after(events, through), read_artifact):
-                cur = db.execute(
-                    "INSERT INTO pages(seq, part, kind, tool, target, call_id, provenance, body)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    page,
-                )
-                db.execute(
-                    "INSERT INTO pages_fts(rowid, body, target, kind) VALUES (?, ?, ?, ?)",
-                    (cur.lastrowid, page[7], page[4], page[2]),
-                )
-                counts.update(set(query_terms(f"{page[7]} {page[4]}", max_terms=None)))
-                added += 1
+            pages = list(self._pages(events_after(events, through), read_artifact))
+            if pages:
+                self._insert(pages)
             db.executemany(
-                "INSERT INTO terms VALUES (?, ?) "
-                "ON CONFLICT(term) DO UPDATE SET docs = docs + excluded.docs",
-                counts.items(),
+                "INSERT OR REPLACE INTO meta VALUES (?, ?)",
+                [("session_id", session_id), ("through", str(last))],
             )
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('session_id', ?)", (session_id,))
-            db.execute("INSERT OR REPLACE INTO meta VALUES ('through', ?)", (str(last),))
             db.execute("COMMIT")
         except BaseException:
             with contextlib.suppress(sqlite3.Error):
                 db.execute("ROLLBACK")
             raise
-        return added
+        self._known = (session_id, last)
+        return len(pages)
+
+    def _insert(self, pages: list[tuple[Any, ...]]) -> None:
+        """Add pages, their FTS rows and term counts (inside the caller's transaction)."""
+        assert self._db is not None
+        db = self._db
+        # Ids are given, not taken from lastrowid, so each table is one executemany.
+        first = int(db.execute("SELECT coalesce(max(id), 0) + 1 FROM pages").fetchone()[0])
+        db.executemany(
+            "INSERT INTO pages(id, seq, part, kind, tool, target, call_id, provenance, body)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [(first + i, *page) for i, page in enumerate(pages)],
+        )
+        db.executemany(
+            "INSERT INTO pages_fts(rowid, body, target, kind) VALUES (?, ?, ?, ?)",
+            [(first + i, page[7], page[4], page[2]) for i, page in enumerate(pages)],
+        )
+        counts: Counter[str] = Counter()
+        for page in pages:
+            counts.update(set(query_terms(f"{page[7]} {page[4]}", max_terms=None)))
+        db.executemany(
+            "INSERT INTO terms VALUES (?, ?) "
+            "ON CONFLICT(term) DO UPDATE SET docs = docs + excluded.docs",
+            counts.items(),
+        )
 
     def _pages(
         self, events: list[Event], read_artifact: Callable[[str], str] | None

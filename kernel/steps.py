@@ -128,6 +128,12 @@ class ToolStep:
 
     def project(self, audience: str, reserved: int) -> Projection:
         """The audience's projection of the log (raises ContextOverflow)."""
+        from kernel.context import FoldCache
+
+        # Kept across projections: each one folds only the events appended since the last.
+        cache = getattr(self, "_folds", None)
+        if cache is None:
+            cache = self._folds = FoldCache()
         return self.policy.project(
             self.session.events,
             audience,
@@ -135,6 +141,7 @@ class ToolStep:
             read_artifact=self.session.artifacts.read_text,
             recall=self.recall_index(),
             checkpoint=self._checkpoint(),
+            cache=cache,
         )
 
     def _checkpoint(self) -> Any:
@@ -268,8 +275,9 @@ class ToolStep:
         crash_point("after_tool_started")
         result = self._execute(call_id, tool, arguments, target)
         crash_point("after_tool_result")
-        output = artifacts.write_text(f"{call_id}.output.txt", result.text)
-        saved = artifacts.write_json(f"{call_id}.result.json", to_builtins(result))
+        # Not fsynced: `tool_finished`, the only record pointing at them, is not fsynced either.
+        output = artifacts.write_text(f"{call_id}.output.txt", result.text, durable=False)
+        saved = artifacts.write_json(f"{call_id}.result.json", to_builtins(result), durable=False)
         self.session.append(
             ToolFinishedData(
                 call_id=call_id,
