@@ -739,3 +739,43 @@ def test_offload_of_a_fixed_mcp_schema(cli: Cli, policy: str) -> None:
         assert offloads[0]["generation_call_skipped"] is True
         assert offloads[0]["flash_call_skipped"] is True
     assert [f["tool"] for f in run.of("tool_finished")] == ["mcp.mode"]
+
+
+# ---- section 4 through the CLI: one writer; --list survives damage -------------------------
+
+
+def test_a_second_writer_is_rejected_never_interleaved(done: tuple[Cli, str]) -> None:
+    import subprocess
+
+    cli, sid = done
+    cli.jev.script([{"route": "done"}, {"completion_review": "complete"}])
+    cli.flash.fault("slow", seconds=0.4)
+    cli.flash.queue([{"text": "the slow answer"}])
+    argv = [sys.executable, str(ROOT / "main.py"), "--json", "--session", sid, "second"]
+    first = subprocess.Popen(
+        argv, cwd=cli.workspace, env=cli.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        assert first.stdout is not None
+        for raw in first.stdout:  # wait until the first writer is streaming
+            if json.loads(raw)["kind"] == "model_progress":
+                break
+        rival = cli.run("--session", sid, "third")
+    finally:
+        first.communicate(timeout=60)
+    _assert_refused(rival)
+    assert first.returncode == 0
+    log = cli.log(sid)
+    assert [e["seq"] for e in log] == list(range(1, len(log) + 1))
+    assert [e["data"]["text"] for e in log if e["kind"] == "user"] == ["say hi", "second"]
+
+
+def test_list_survives_foreign_and_broken_entries(done: tuple[Cli, str]) -> None:
+    cli, sid = done
+    (cli.home / "not-a-session").mkdir()
+    (cli.home / ("f" * 32)).mkdir()
+    (cli.home / ("f" * 32) / "events.jsonl").write_text("garbage\n")
+    run = cli.run("--list", env=cli.env(TYPESAFE_API_KEY=None, FLASH_API_KEY=None))
+    assert run.code == 0 and run.kinds() == ["sessions"]
+    ids = [s["session_id"] for s in run.lines[0]["data"]["sessions"]]
+    assert ids[0] == sid and "not-a-session" not in ids
