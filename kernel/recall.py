@@ -41,6 +41,7 @@ MAX_TERMS = 16
 # newest first instead (FTS5 stops early on rowid order). Keeps p95 low at 100k pages.
 # Page counts per word live in our own `terms` table: fts5vocab counts by reading doclists.
 RANKED_MATCHES = 2000
+MAX_ANSWERS = 16  # relevant() answers kept until the next pages arrive
 PROVENANCE = {
     "user": "user instruction",
     "final": "assistant conversation",
@@ -107,6 +108,8 @@ class RecallIndex:
         self._db: sqlite3.Connection | None = None
         self._inode = 0
         self._known: tuple[str, int] | None = None  # (session, through) this connection indexed
+        # relevant() answers while the pages stay the same (a step projects twice, often alike)
+        self._answers: dict[tuple[Any, ...], list[Page]] = {}
         self.problem = ""  # why the index is unusable, when it is
 
     # --- opening -----------------------------------------------------------------
@@ -151,6 +154,7 @@ class RecallIndex:
         self._db = db
         self._inode = os.stat(self.path).st_ino
         self._known = None
+        self._answers = {}
         self.problem = ""
 
     def _same_file(self) -> bool:
@@ -177,6 +181,7 @@ class RecallIndex:
                 self._db.close()
             self._db = None
         self._known = None
+        self._answers = {}
 
     # --- indexing ------------------------------------------------------------------
 
@@ -241,6 +246,7 @@ class RecallIndex:
         """Add pages, their FTS rows and term counts (inside the caller's transaction)."""
         assert self._db is not None
         db = self._db
+        self._answers = {}
         # Ids are given, not taken from lastrowid, so each table is one executemany.
         first = int(db.execute("SELECT coalesce(max(id), 0) + 1 FROM pages").fetchone()[0])
         db.executemany(
@@ -338,11 +344,18 @@ class RecallIndex:
         terms = query_terms(intent_text)
         if not terms or limit <= 0:
             return []
+        key = (tuple(terms), exclude_through, limit)
+        if self._ensure() and key in self._answers:  # _ensure drops answers on a new file
+            return list(self._answers[key])
         try:
             bound = self._first_id(exclude_through)
-            return self._match(terms, "OR", bound, limit, skip_user=True)
+            found = self._match(terms, "OR", bound, limit, skip_user=True)
         except RecallError:
             return []
+        if len(self._answers) >= MAX_ANSWERS:
+            self._answers.clear()
+        self._answers[key] = found
+        return list(found)
 
     def _first_id(self, seq: int | None) -> int:
         """The smallest page id at or after `seq` (ids grow with seq: pages go in in order)."""

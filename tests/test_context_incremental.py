@@ -279,3 +279,25 @@ def test_a_shorter_log_after_a_skipped_sync_still_rebuilds(short_tmp: Path) -> N
     assert index.sync(short.events, short.read) == 1
     assert [p.seq for p in index.search("osprey")] == [1] and index.search("alpha") == []
     index.close()
+
+
+def test_relevant_answers_are_reused_only_until_new_pages_arrive(short_tmp: Path) -> None:
+    log = Log()
+    log.user("where does the HERON nest")
+    log.call("bash", "grep heron", "the heron nests in zone one", exit_code=0)
+    index = RecallIndex.open_or_rebuild(short_tmp / "m.sqlite3")
+    index.sync(log.events, log.read)
+    first = index.relevant("heron nest", exclude_through=100, limit=5)
+    assert {p.seq for p in first} == {2, 3}  # started and finished
+    seen = statements(index)
+    assert index.relevant("heron nest", exclude_through=100, limit=5) == first and seen == []
+    assert index.relevant("heron nest", exclude_through=2, limit=5) == [] and seen
+    log.add(RouteData(choice="bash", confidence=0.9, context_bytes=10, probabilities={}))
+    index.sync(log.events, log.read)  # nothing indexable: the answers stay
+    seen.clear()
+    assert index.relevant("heron nest", exclude_through=100, limit=5) == first and seen == []
+    log.call("bash", "grep heron again", "another heron nest in zone two", exit_code=0)
+    index.sync(log.events, log.read)
+    again = index.relevant("heron nest", exclude_through=100, limit=5)
+    assert {p.seq for p in again} == {2, 3, 5, 6}
+    index.close()
