@@ -10,7 +10,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 
 from cli.listing import print_sessions
 from kernel.catalog import is_session_id, list_sessions, read_workspace, sessions_home
@@ -23,8 +23,13 @@ _RUN_FLAGS = ("prompt", "workspace", "no_mcp", "session", "compact", "ack_interr
 
 
 class _Parser(argparse.ArgumentParser):
+    help_file: TextIO | None = None  # --json: help goes to stderr, stdout is JSON lines only
+
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{message} (see jmp --help)")
+
+    def print_help(self, file: TextIO | None = None) -> None:
+        super().print_help(file or self.help_file)
 
 
 def _formatter(prog: str) -> argparse.HelpFormatter:
@@ -122,7 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     session: str | None = None
     printer: Printer | None = None
     try:
-        args = _parser().parse_args(argv)
+        parser = _parser()
+        parser.help_file = sys.stderr if "--json" in argv else None  # type: ignore[attr-defined]
+        args = parser.parse_args(argv)
         session = args.session
         _validate(args)
         if args.list:

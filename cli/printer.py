@@ -29,6 +29,7 @@ class Printer:
         self._lock = threading.Lock()
         self._progress = False  # an overwritable progress line is on screen
         self._live = bool(getattr(self.out, "isatty", lambda: False)())
+        self._final_shown = False  # the answer was printed as it happened
 
     def event(self, event: Event) -> None:
         """One persisted or transient event: a JSON line, or a line of the live view."""
@@ -42,6 +43,7 @@ class Printer:
             else:
                 text = render(event)
                 if text is not None:
+                    self._final_shown = self._final_shown or event.kind == "final"
                     self._write(text + "\n")
 
     def result(self, data: dict[str, Any]) -> None:
@@ -58,6 +60,8 @@ class Printer:
                 }
                 self._write(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
             elif data.get("status") != "error" and data.get("session_id"):
+                if not self._final_shown and data.get("summary"):  # e.g. a replayed answer
+                    self._write(f"\n{data['summary']}\n\n")
                 self._write(f"[{data.get('status')}] session {data['session_id']}\n")
 
     def error(self, exc: BaseException) -> None:

@@ -124,7 +124,7 @@ class Session:
         session = cls(home, directory, lock, log, events, Redactor(tuple(secrets)), on_event)
         if log.torn is not None:
             session.append(
-                ErrorData(stage="log", error_class="TornRecord", message=log.torn.describe()),
+                ErrorData(stage="recall", error_class="TornRecord", message=log.torn.describe()),
                 durable=True,
             )
         return session

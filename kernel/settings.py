@@ -94,13 +94,14 @@ class Settings:
             )
 
     def require_keys(self) -> None:
-        """A missing key is a clear error naming the variable (before any session exists)."""
+        """A missing key is a clear error naming every missing variable (before any session)."""
+        missing = []
         if not self.typesafe_api_key:
-            raise ConfigError("TYPESAFE_API_KEY is not set: the router (Jev) needs it")
+            missing.append("TYPESAFE_API_KEY (the router, Jev)")
         if not self.flash_api_key:
-            raise ConfigError(
-                "FLASH_API_KEY (or DEEPSEEK_API_KEY) is not set: the generator (Flash) needs it"
-            )
+            missing.append("FLASH_API_KEY or DEEPSEEK_API_KEY (the generator, Flash)")
+        if missing:
+            raise ConfigError("not set: " + "; ".join(missing))
 
     @property
     def secrets(self) -> tuple[str, ...]:

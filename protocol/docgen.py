@@ -43,11 +43,11 @@ it is written, the transient events, and last one `result` line (or one `session
 
 Rules that hold for every log:
 
-- A line is written with a single `write()` including its newline. `tool_started` (and the
-  `session` record) are fsynced before anything else happens.
+- A line is written with a single `write()` including its newline. `tool_started`,
+  `tool_uncertain` and the `session` record are fsynced before anything else happens.
 - A torn last line (a write cut short by a crash) is moved to `events.jsonl.torn-<time>` beside
-  the log and removed, under the session lock, and an `error` record with stage `log` and
-  error_class `TornRecord` says so. A malformed complete or interior line, a seq gap or another
+  the log and removed, under the session lock, and an `error` record with stage `recall`
+  (reading the session back) and error_class `TornRecord` says so. A malformed complete or interior line, a seq gap or another
   version stops the open (exit 2) and nothing is written.
 - Transient kinds (%(transient)s) are printed with `seq: null` and never reach the log.
 

@@ -544,6 +544,7 @@ def test_torn_last_line_is_archived_with_an_error_event(done: tuple[Cli, str]) -
     assert run.code == 0 and run.result["status"] == "completed", run.stderr
     errors = run.of("error")
     assert len(errors) == 1 and errors[0]["error_class"] and errors[0]["message"]
+    assert errors[0]["stage"] in STAGES
     assert log.read_bytes().startswith(whole)
     events = cli.log(sid, home)  # every line parses again
     assert events[-1]["kind"] == "error" and events[-1]["seq"] == events[-2]["seq"] + 1
@@ -692,7 +693,20 @@ def test_without_json_the_answer_is_printed_readably(cli: Cli) -> None:
     assert run.code == 0 and "Readable answer here." in run.stdout, run.stderr
     sid = next(p.name for p in cli.home.iterdir())
     replay = cli.run("--session", sid, json_flag=False)
-    assert replay.code == 0  # the contract wants the answer here too: see the audit report
+    assert replay.code == 0 and "Readable answer here." in replay.stdout, replay.stderr
+
+
+def test_json_help_keeps_stdout_json_only(cli: Cli) -> None:
+    run = cli.run("--help")
+    assert run.code == 0 and run.stdout == "" and "usage" in run.stderr
+
+
+def test_every_missing_key_is_named(cli: Cli) -> None:
+    env = cli.env(TYPESAFE_API_KEY=None, FLASH_API_KEY=None, DEEPSEEK_API_KEY=None)
+    run = cli.run("--workspace", str(cli.workspace), "hi", env=env)
+    assert run.code == 2
+    assert "TYPESAFE_API_KEY" in run.stderr and "FLASH_API_KEY" in run.stderr
+    assert _nothing_created(cli)
 
 
 # ---- section 9: pinned intent that cannot fit ---------------------------------------------

@@ -61,7 +61,7 @@ def test_torn_tail_at_every_byte_offset_is_recovered(session_dir, short_tmp):
             last = s.events[-1]
             assert (last.kind, last.data.stage, last.data.error_class) == (
                 "error",
-                "log",
+                "recall",
                 "TornRecord",
             )
             assert archive.name in last.data.message
