@@ -96,6 +96,8 @@ def body_source(call: Call, read_artifact: ReadArtifact | None) -> str:
             text = read_artifact(call.full_output)
         except Exception as exc:  # a missing artifact must not stop context building
             text = f"{call.preview}\n[full output unreadable: {type(exc).__name__}]"
+        if not text and call.preview:  # output artifacts are not fsynced: a power loss empties
+            text = f"{call.preview}\n[full output artifact is empty]"
     if call.error and call.error not in text:
         text = f"error: {call.error}\n{text}" if text else f"error: {call.error}"
     return text

@@ -124,6 +124,15 @@ def test_a_changed_snapshot_limit_refolds() -> None:
     assert cache.refolds == 2
 
 
+def test_an_emptied_output_artifact_falls_back_to_the_preview() -> None:
+    log = Log()
+    log.user("run it")
+    log.call("bash", "make", "BUILD OK 42")
+    log.artifacts["artifacts/c1-output.txt"] = ""  # not fsynced, then a power loss
+    text = POLICY.project(log.events, "generator", reserved_bytes=0, read_artifact=log.read).text
+    assert "BUILD OK 42" in text and "[full output artifact is empty]" in text
+
+
 # --- artifacts ---------------------------------------------------------------------
 
 
