@@ -206,6 +206,12 @@ def status_text(state: State) -> str:
 def overflow_message(audience: str, need: int, whole: int, reserved: int) -> str:
     """A clear ContextOverflow message: what did not fit, and in which budget."""
     setting = "JEV_CONTEXT_BYTES" if audience == "router" else "FLASH_CONTEXT_BYTES"
+    if reserved >= whole:
+        return (
+            f"context overflow for the {audience}: {setting}={whole:,} bytes cannot even hold "
+            f"the instructions, question and schemas ({reserved:,} bytes), let alone the pinned "
+            f"intent ({need:,} bytes). Nothing was trimmed; raise {setting}."
+        )
     return (
         f"context overflow for the {audience}: the pinned intent (user requests, previous "
         f"answer, latest status) needs {need:,} bytes but only {whole - reserved:,} are "

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from kernel import prompts
+from kernel.context import FoldCache
 from kernel.errors import JmpError
 from kernel.offload import fixed_arguments
 from kernel.supervisor import Cancelled, WorkerDied, WorkerFailed
@@ -108,6 +109,7 @@ class ToolStep:
         self._mcp: list[ToolSpec] | None = None
         self._recall: Any = None
         self._loaded_checkpoint: tuple[Any] | None = None
+        self._folds = FoldCache()  # each projection folds only the events appended since
 
     # --- context --------------------------------------------------------------------
 
@@ -128,12 +130,6 @@ class ToolStep:
 
     def project(self, audience: str, reserved: int) -> Projection:
         """The audience's projection of the log (raises ContextOverflow)."""
-        from kernel.context import FoldCache
-
-        # Kept across projections: each one folds only the events appended since the last.
-        cache = getattr(self, "_folds", None)
-        if cache is None:
-            cache = self._folds = FoldCache()
         return self.policy.project(
             self.session.events,
             audience,
@@ -141,7 +137,7 @@ class ToolStep:
             read_artifact=self.session.artifacts.read_text,
             recall=self.recall_index(),
             checkpoint=self._checkpoint(),
-            cache=cache,
+            cache=self._folds,
         )
 
     def _checkpoint(self) -> Any:
@@ -316,8 +312,8 @@ class ToolStep:
                     cause="worker_exit",
                     acknowledged=False,
                     note=f"{exc}. The call's effect is unknown; nothing re-ran it.",
-                    signal=getattr(exc, "signal", None),
-                    exit_code=getattr(exc, "exit_code", None),
+                    signal=exc.signal,
+                    exit_code=exc.worker_exit_code,
                 ),
                 durable=True,
             )

@@ -38,8 +38,7 @@ class WorkerDied(JmpError):
         self, kind: str, pid: int, exit_code: int | None, signal: int | None, reason: str = ""
     ) -> None:
         self.kind, self.pid, self.signal = kind, pid, signal
-        # The worker's status shadows JmpError.exit_code (the CLI's exit 2); callers read it.
-        self.exit_code = exit_code  # type: ignore[assignment]
+        self.worker_exit_code = exit_code  # the worker's status (exit_code is jmp's own: 2)
         self.reason = reason
         if signal is not None:
             how = f"was killed by {_signame(signal)}"

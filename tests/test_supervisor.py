@@ -71,7 +71,7 @@ def test_crash_on_start_is_reported(workers: list[Worker], short_tmp: Path) -> N
     worker = start(workers, short_tmp, "crash_on_start")
     with pytest.raises(WorkerDied) as died:
         worker.wait_ready(30)
-    assert died.value.exit_code == 3 and died.value.signal is None
+    assert died.value.worker_exit_code == 3 and died.value.signal is None
     assert "exited with status 3" in str(died.value)
     assert not worker.alive
 
@@ -97,7 +97,7 @@ def test_death_mid_call_is_seen_within_a_second(workers: list[Worker], short_tmp
     with pytest.raises(WorkerDied) as died:
         worker.request(run("die"))
     assert time.monotonic() - began < 1.0
-    assert died.value.exit_code == 7
+    assert died.value.worker_exit_code == 7
     assert not worker.alive
     with pytest.raises(WorkerDied):  # the death is sticky
         worker.request(run("echo"))
