@@ -11,7 +11,9 @@ BUILTIN_TOOLS: dict[str, str] = {
     "bash": "Run a shell command in the workspace: tests, builds, git, search, scripts.",
 }
 RECALL_DESCRIPTION = (
-    "Search (query) or page (seq) this session's own earlier history and saved outputs. Read-only."
+    "Search or page this session's own history (requests, answers, tool records and full "
+    "outputs). Read-only. Give `query` (words) to search, or `seq` to read one record's pages. "
+    "Results are records of the past, not the current state of files."
 )
 ASK_DESCRIPTION = "Ask the user a question, because the request is ambiguous or needs a decision."
 DONE_DESCRIPTION = "The user's current request is fully handled: write the final answer."

@@ -164,7 +164,7 @@ class ToolStep:
 
     def spec(self, tool: str) -> ToolSpec:
         if tool == "recall":
-            from kernel.recall import RECALL_SCHEMA
+            from kernel.recall_tool import RECALL_SCHEMA
 
             return ToolSpec(
                 name="recall", description=prompts.RECALL_DESCRIPTION, parameters=RECALL_SCHEMA
@@ -230,7 +230,8 @@ class ToolStep:
 
     def _validate(self, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
         if tool == "recall":
-            from kernel.recall import RecallError, recall_arguments
+            from kernel.recall import RecallError
+            from kernel.recall_tool import recall_arguments
 
             try:
                 recall_arguments(arguments)
@@ -326,7 +327,7 @@ class ToolStep:
             return ToolResult(reply_to=call_id, status="error", error=exc.detail, text=exc.detail)
 
     def _recall_call(self, call_id: str, arguments: dict[str, Any]) -> ToolResult:
-        from kernel.recall import run_recall
+        from kernel.recall_tool import run_recall
 
         index = self.recall_index()
         try:

@@ -47,8 +47,8 @@ Rules that hold for every log:
   `tool_uncertain` and the `session` record are fsynced before anything else happens.
 - A torn last line (a write cut short by a crash) is moved to `events.jsonl.torn-<time>` beside
   the log and removed, under the session lock, and an `error` record with stage `recall`
-  (reading the session back) and error_class `TornRecord` says so. A malformed complete or interior line, a seq gap or another
-  version stops the open (exit 2) and nothing is written.
+  (reading the session back) and error_class `TornRecord` says so. A malformed complete or
+  interior line, a seq gap or another version stops the open (exit 2) and nothing is written.
 - Transient kinds (%(transient)s) are printed with `seq: null` and never reach the log.
 
 ## CLI messages (stdout only, never in the log)

@@ -8,15 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel.recall import (
-    RECALL_SCHEMA,
-    RecallError,
-    RecallIndex,
-    fts_query,
-    query_terms,
-    run_recall,
-    split_pages,
-)
+from kernel.recall import RecallError, RecallIndex, fts_query, query_terms, split_pages
+from kernel.recall_tool import RECALL_SCHEMA, run_recall
 from tests.helpers_context import Log, synthetic
 
 
