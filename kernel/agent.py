@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from kernel.tools import Tools
 
 LISTING_LIMIT = 200
+AUTO_COMPACT_EVENTS = 2000  # records since the last checkpoint that end a run with a new one
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".jmp", ".mypy_cache"}
 
 
@@ -133,6 +134,7 @@ class Agent:
         if prompt is None and not any(isinstance(e.data, UserData) for e in self.session.events):
             raise UsageError("this session has no request yet: give a prompt")
         result = self._run(prompt, acknowledge_pending)
+        self._compact_if_long()
         return self._result(result.status, result.summary)
 
     def close(self) -> None:
@@ -343,10 +345,23 @@ class Agent:
             )
         )
 
+    def _compact_if_long(self) -> None:
+        """Checkpoint after a run when the log has grown long since the last checkpoint, so the
+        next open folds the working set, not the history (local, no model call)."""
+        since = 0
+        for event in reversed(self.session.events):
+            if event.kind == "compaction":
+                break
+            since += 1
+        if since >= AUTO_COMPACT_EVENTS:
+            from kernel.context_checkpoint import compact
+
+            compact(self.session, self.policy)
+
     def _compact(self) -> str:
         from kernel.context_checkpoint import compact
 
-        written = compact(self.session)
+        written = compact(self.session, self.policy)
         return f"Compacted locally: {len(written)} checkpoint(s), no model call."
 
 

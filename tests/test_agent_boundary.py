@@ -93,3 +93,26 @@ def test_close_releases_the_lock_and_warns_when_cleanup_fails(
     main.Session.open(home, result["session_id"]).close()  # the lock is free again
     log = (Path(result["session_dir"]) / "events.jsonl").read_text()
     assert "cleanup_warning" not in log
+
+
+def test_a_long_run_ends_with_a_checkpoint(
+    env: Path, servers: tuple[Any, Any], short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import kernel.agent
+
+    monkeypatch.setattr(kernel.agent, "AUTO_COMPACT_EVENTS", 12)
+    jev, flash = servers
+    jev.script([{"route": "done"}, {"completion_review": "complete"}] * 2)
+    flash.queue([{"text": "one"}, {"text": "two"}])
+    home = short_tmp / "home"
+    agent = build(home, env, None)
+    try:
+        first = agent.run(prompt="first")
+        kinds = [e.kind for e in agent.session.events]
+        assert kinds[-2:] == ["compaction", "compaction"]  # 12 records: checkpointed
+        through = agent.session.events[-1].data.through
+        assert (Path(first["session_dir"]) / f"context-{through}.json").is_file()
+        agent.run(prompt="second")  # 11 records since: no new checkpoint
+        assert agent.session.events[-1].kind == "final"
+    finally:
+        agent.close()
