@@ -152,9 +152,9 @@ class ToolStep:
         """MCP tools, when servers are configured (waits for the tool worker once)."""
         if self._mcp is None:
             self._mcp = []
-            if getattr(self.tools, "servers", None):
+            if self.tools.servers:
                 self._mcp = [s for s in self.tools.specs() if s.source != "builtin"]
-                for name, reason in getattr(self.tools, "failed_servers", {}).items():
+                for name, reason in self.tools.failed_servers.items():
                     self.session.append(
                         ErrorData(
                             stage="tool", error_class="McpServerFailed", message=f"{name}: {reason}"
@@ -216,7 +216,7 @@ class ToolStep:
             return None
         except WorkerDied as exc:
             self._error("generate", type(exc).__name__, str(exc))
-            raise _stop("error", f"The generator worker died: {exc}") from exc
+            raise Stop("error", f"The generator worker died: {exc}") from exc
         return dict(reply.arguments or {})
 
     def _generation_failed(self, tool: str, exc: WorkerFailed) -> None:
@@ -226,7 +226,7 @@ class ToolStep:
             self._error("generate", "InvalidArguments", f"{tool}: {exc.detail}")
             return
         self._error("generate", exc.error_class or type(exc).__name__, exc.detail)
-        raise _stop("error", f"Generating arguments for {tool} failed: {exc.detail}") from exc
+        raise Stop("error", f"Generating arguments for {tool} failed: {exc.detail}") from exc
 
     def _validate(self, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
         if tool == "recall":
@@ -318,7 +318,7 @@ class ToolStep:
                 ),
                 durable=True,
             )
-            raise _stop(
+            raise Stop(
                 "blocked",
                 f"The tool worker died during {tool} {target!r}: its effect is unknown. Check it, "
                 "then continue with --ack-interrupted.",
@@ -353,7 +353,3 @@ class Stop(Exception):
         super().__init__(summary)
         self.status = status
         self.summary = summary
-
-
-def _stop(status: RunStatus, summary: str) -> Stop:
-    return Stop(status, summary)
