@@ -10,6 +10,8 @@ from kernel.errors import ConfigError
 
 JEV_CONTEXT_LIMIT = 28000
 OFFLOAD_POLICIES = ("deterministic", "off")
+# Every model key: each worker environment drops the ones that are not its own.
+MODEL_KEYS = ("TYPESAFE_API_KEY", "FLASH_API_KEY", "DEEPSEEK_API_KEY")
 
 
 def _int(env: Mapping[str, str], name: str, default: int) -> int:

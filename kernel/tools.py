@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kernel.redact import Redactor
+from kernel.settings import MODEL_KEYS
 from kernel.supervisor import Worker, make_runtime_dir
 from protocol.messages import (
     ListTools,
@@ -26,9 +27,6 @@ from protocol.messages import (
 )
 
 READY_TIMEOUT_S = 120.0  # a cold OpenHands import on a busy machine
-
-
-MODEL_KEYS = ("TYPESAFE_API_KEY", "FLASH_API_KEY", "DEEPSEEK_API_KEY")
 
 
 class Servers(Protocol):
