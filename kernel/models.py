@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kernel.settings import MODEL_KEYS
 from kernel.supervisor import WorkerFailed
 from protocol.events import ModelProgressData, ModelStartedData, Stage, UsageData
 from protocol.messages import (
@@ -41,9 +42,6 @@ def worker_env(extra: dict[str, str], drop: tuple[str, ...] = ()) -> dict[str, s
     return env
 
 
-MODEL_KEYS = ("TYPESAFE_API_KEY", "FLASH_API_KEY", "DEEPSEEK_API_KEY")
-
-
 class Models:
     """Router and generator workers for one session; started lazily, closed by `close()`."""
 
@@ -60,33 +58,40 @@ class Models:
         """Spawn both workers now (non-blocking); a missing key is a ConfigError here."""
         if self._router is not None:
             return
-        from kernel.supervisor import Worker, make_runtime_dir
+        from kernel.supervisor import make_runtime_dir
 
         self.settings.require_keys()
         self._runtime = make_runtime_dir()
-        redact = self.session.redactor.text  # nothing a worker prints may carry a key
-        self._router = Worker(
-            "router",
+        self._router = self._spawn("router")
+        self._generator = self._spawn("generator")
+
+    def _spawn(self, kind: str) -> Worker:
+        """A fresh worker of `kind`, started; only its own key is in its environment."""
+        from kernel.supervisor import Worker
+
+        assert self._runtime is not None
+        own = self.settings.router_env() if kind == "router" else self.settings.generator_env()
+        worker = Worker(
+            kind,
             self._runtime,
-            env=worker_env(self.settings.router_env(), MODEL_KEYS),
-            redact=redact,
+            env=worker_env(own, MODEL_KEYS),
+            redact=self.session.redactor.text,  # nothing a worker prints may carry a key
         )
-        self._generator = Worker(
-            "generator",
-            self._runtime,
-            env=worker_env(self.settings.generator_env(), MODEL_KEYS),
-            redact=redact,
-        )
-        self._router.start()
-        self._generator.start()
+        worker.start()
+        return worker
 
     def _worker(self, kind: str) -> Worker:
+        """The live worker of `kind`; one that died (e.g. in an earlier request) is replaced."""
         self.start()
         worker = self._router if kind == "router" else self._generator
         assert worker is not None
         if not worker.alive:
-            worker.close()
-            worker.start()
+            worker.close()  # kills what is left of its tree
+            worker = self._spawn(kind)
+            if kind == "router":
+                self._router = worker
+            else:
+                self._generator = worker
         worker.wait_ready(READY_TIMEOUT_S)
         return worker
 

@@ -116,3 +116,32 @@ def test_a_long_run_ends_with_a_checkpoint(
         assert agent.session.events[-1].kind == "final"
     finally:
         agent.close()
+
+
+def test_a_model_worker_that_died_between_runs_is_replaced(
+    env: Path, servers: tuple[Any, Any], short_tmp: Path
+) -> None:
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    jev, flash = servers
+    jev.script([{"route": "done"}, {"completion_review": "complete"}] * 2)
+    flash.queue([{"text": "one"}, {"text": "two"}])
+    agent = build(short_tmp / "home", env, None)
+    try:
+        assert agent.run(prompt="first")["status"] == "completed"
+        (router,) = [
+            p
+            for p in psutil.Process(os.getpid()).children()
+            if "workers.router" in " ".join(p.cmdline())
+        ]
+        router.send_signal(signal.SIGKILL)
+        router.wait(timeout=10)
+        time.sleep(0.2)  # the supervisor polls the process every 50 ms
+        result = agent.run(prompt="second")
+        assert result["status"] == "completed" and result["summary"] == "two"
+    finally:
+        agent.close()
