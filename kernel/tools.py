@@ -50,7 +50,10 @@ class Tools:
         self._redactor: Redactor | None = None
 
     def start(self) -> None:
-        """Spawn the tool worker now and return at once; idempotent while it lives."""
+        """Spawn the tool worker now and return at once; idempotent while it lives, and a
+        worker that died (its call already recorded as uncertain) is replaced."""
+        if self._worker is not None and not self._worker.alive:
+            self._stop_worker()  # kills what is left of its tree
         with self._lock:
             if self._worker is not None:
                 return

@@ -145,3 +145,46 @@ def test_a_model_worker_that_died_between_runs_is_replaced(
         assert result["status"] == "completed" and result["summary"] == "two"
     finally:
         agent.close()
+
+
+def test_a_tool_worker_that_died_in_a_call_is_replaced_for_the_next_run(
+    env: Path, servers: tuple[Any, Any], short_tmp: Path
+) -> None:
+    import os
+    import signal
+    import time
+
+    import psutil
+
+    jev, flash = servers
+    jev.script([{"route": "bash"}])
+    flash.queue([{"tool_call": {"arguments": {"command": "sleep 31.75"}}}])
+    agent = build(short_tmp / "home", env, None)
+    try:
+
+        def kill_worker_mid_call() -> None:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                for proc in psutil.Process(os.getpid()).children(recursive=True):
+                    if "sleep 31.75" in " ".join(proc.cmdline()):
+                        (tool,) = [
+                            p
+                            for p in psutil.Process(os.getpid()).children()
+                            if "workers.tool" in " ".join(p.cmdline())
+                        ]
+                        tool.send_signal(signal.SIGKILL)
+                        return
+                time.sleep(0.05)
+
+        killer = threading.Thread(target=kill_worker_mid_call)
+        killer.start()
+        assert agent.run(prompt="slow")["status"] == "blocked"
+        killer.join()
+        jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
+        flash.queue([{"tool_call": {"arguments": {"command": "echo again"}}}, {"text": "ok"}])
+        result = agent.run(acknowledge_pending=True)
+        assert result["status"] == "completed", result
+        finished = [e.data for e in agent.session.events if e.kind == "tool_finished"]
+        assert finished[-1].status == "ok" and "again" in finished[-1].text
+    finally:
+        agent.close()
