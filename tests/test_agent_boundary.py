@@ -7,6 +7,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 import main
@@ -24,6 +25,14 @@ def env(monkeypatch: pytest.MonkeyPatch, servers: tuple[Any, Any], short_tmp: Pa
     workspace = short_tmp / "ws"
     workspace.mkdir()
     return workspace
+
+
+def command(proc: psutil.Process) -> str:
+    """A process's command line, or "" for one that is exiting (a zombie) meanwhile."""
+    try:
+        return " ".join(proc.cmdline())
+    except psutil.Error:
+        return ""
 
 
 class ClosesBadly(main.Tools):  # type: ignore[name-defined,misc]
@@ -125,18 +134,15 @@ def test_a_model_worker_that_died_between_runs_is_replaced(
     import signal
     import time
 
-    import psutil
-
     jev, flash = servers
     jev.script([{"route": "done"}, {"completion_review": "complete"}] * 2)
     flash.queue([{"text": "one"}, {"text": "two"}])
     agent = build(short_tmp / "home", env, None)
     try:
         assert agent.run(prompt="first")["status"] == "completed"
+
         (router,) = [
-            p
-            for p in psutil.Process(os.getpid()).children()
-            if "workers.router" in " ".join(p.cmdline())
+            p for p in psutil.Process(os.getpid()).children() if "workers.router" in command(p)
         ]
         router.send_signal(signal.SIGKILL)
         router.wait(timeout=10)
@@ -154,8 +160,6 @@ def test_a_tool_worker_that_died_in_a_call_is_replaced_for_the_next_run(
     import signal
     import time
 
-    import psutil
-
     jev, flash = servers
     jev.script([{"route": "bash"}])
     flash.queue([{"tool_call": {"arguments": {"command": "sleep 31.75"}}}])
@@ -165,15 +169,11 @@ def test_a_tool_worker_that_died_in_a_call_is_replaced_for_the_next_run(
         def kill_worker_mid_call() -> None:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                for proc in psutil.Process(os.getpid()).children(recursive=True):
-                    if "sleep 31.75" in " ".join(proc.cmdline()):
-                        (tool,) = [
-                            p
-                            for p in psutil.Process(os.getpid()).children()
-                            if "workers.tool" in " ".join(p.cmdline())
-                        ]
-                        tool.send_signal(signal.SIGKILL)
-                        return
+                me = psutil.Process(os.getpid())
+                if any("sleep 31.75" in command(p) for p in me.children(recursive=True)):
+                    (tool,) = [p for p in me.children() if "workers.tool" in command(p)]
+                    tool.send_signal(signal.SIGKILL)
+                    return
                 time.sleep(0.05)
 
         killer = threading.Thread(target=kill_worker_mid_call)
