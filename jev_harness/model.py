@@ -37,6 +37,7 @@ Effect = Literal["read", "write"]
 MAX_OBSERVATION_BYTES = 8192
 RECENT = 8  # summaries kept in the observation; older ones stay reachable through references
 MAX_GOAL_CHARS = 2000
+REDACTED = "[REDACTED]"
 
 
 class OfferError(ValueError):
@@ -242,12 +243,27 @@ class Task:
         goal: str,
         limits: Mapping[str, Any] | None = None,
         redact: Callable[[str], str] | None = None,
+        secrets: Iterable[str] = (),
     ) -> None:
-        """Set the goal, the limits shown in observations and the worker's redactor."""
+        """Set the goal, the limits shown in observations and the worker's redaction.
+
+        `redact` is the worker's redactor; `secrets` are values replaced by [REDACTED] (on top
+        of `redact`). Both apply to observations and to the report.
+        """
         self.goal = clean(goal)
         self.limits = dict(limits or {})
         if redact is not None:
             self.redact = redact
+        known = sorted({s for s in secrets if isinstance(s, str) and s}, key=len, reverse=True)
+        if known:
+            inner = self.redact
+
+            def redact_known(text: str) -> str:
+                for secret in known:
+                    text = text.replace(secret, REDACTED)
+                return inner(text)
+
+            self.redact = redact_known
 
     def entry_operations(self) -> list[tuple[Tool, dict[str, Option]]]:
         """The entry captures, returned once (later calls return [] so nothing is re-fetched)."""

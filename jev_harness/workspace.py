@@ -1,0 +1,234 @@
+"""WorkspaceToolkit: `files.list(dir)`, `files.search(query)`, `files.read(path)` under a root.
+
+Domains hold only what the run has seen: directories found by listings (the root first) and
+not listed yet, the caller's queries not run yet, files found by listings or searches and not
+read yet. Symlinks, FIFOs, devices and sockets are listed as omitted and never offered. Every
+result states its bounds (entries listed, bytes read, files scanned, matches shown). A read
+captures the file once in the evidence store and shows its first window; later windows are read
+from the store. Confinement and fail-closed rules: `jev_harness.workspace_fs`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from jev_harness.evidence_store import EvidenceStore
+from jev_harness.model import Option, Outcome, Parameter, Task, Tool, Toolkit
+from jev_harness.text import MAX_WINDOW_CHARS, clip
+from jev_harness.workspace_fs import Components, Confined, Refused, display, missing_primitives
+
+MAX_ENTRIES = 500  # entries kept from one directory listing
+MAX_FILE_BYTES = 1_000_000  # bytes read from one file (a longer file is captured truncated)
+MAX_MATCHES = 50  # search matches reported
+MAX_SCAN_FILES = 2000  # files a search looks into
+MAX_SCAN_BYTES = 50_000_000  # bytes one search reads in all
+MAX_DEPTH = 32  # directory depth a search descends
+
+
+class WorkspaceToolkit(Toolkit):
+    """Local files under `root`, read-only and confined; `queries` are the searches offered."""
+
+    name = "files"
+
+    def __init__(
+        self, root: str | Path, queries: Iterable[str] = (), *, store: EvidenceStore | None = None
+    ) -> None:
+        self.fs = Confined(root)
+        self.queries = list(dict.fromkeys(q for q in queries if isinstance(q, str) and q.strip()))
+        self.store = store
+        self.dirs: dict[str, Components] = {".": ()}  # found, in order of discovery
+        self.listed: set[str] = set()
+        self.files: dict[str, tuple[Components, int]] = {}  # path -> (components, size)
+        self.read: set[str] = set()
+        self.searched: set[str] = set()
+        self.omitted: dict[str, str] = {}  # path -> kind
+
+    def install(self, task: Task) -> None:
+        if self.store is None:
+            if task.store is None:
+                task.store = EvidenceStore()
+            self.store = task.store
+        for tool in self._tools():
+            task.register(tool)
+
+    def _tools(self) -> list[Tool]:
+        return [
+            Tool(
+                "files.list",
+                "List a directory of the workspace (not recursive).",
+                (Parameter("dir", "a directory to list", self._dir_options, "explore"),),
+                self._list,
+            ),
+            Tool(
+                "files.search",
+                "Search the workspace's text files for one of the given queries.",
+                (Parameter("query", "a query to run", self._query_options, "explore"),),
+                self._search,
+            ),
+            Tool(
+                "files.read",
+                "Read a file of the workspace (captured once; its first window is shown).",
+                (Parameter("path", "a file to read", self._path_options, "explore"),),
+                self._read,
+            ),
+        ]
+
+    def observe(self) -> dict[str, Any]:
+        return {
+            "dirs_listed": len(self.listed),
+            "dirs_unlisted": len(self.dirs) - len(self.listed),
+            "files_found": len(self.files),
+            "files_read": len(self.read),
+            "queries_left": len(self.queries) - len(self.searched),
+            "omitted": len(self.omitted),
+        }
+
+    # -- domains ------------------------------------------------------------------------
+
+    def _dir_options(self, task: Task, parents: Mapping[str, Option]) -> list[Option]:
+        if missing_primitives():
+            return []  # fail closed: offer nothing that would need unsafe opens
+        return [
+            Option(path, "the workspace root" if path == "." else f"directory {path}/", parts)
+            for path, parts in self.dirs.items()
+            if path not in self.listed
+        ]
+
+    def _query_options(self, task: Task, parents: Mapping[str, Option]) -> list[Option]:
+        if missing_primitives():
+            return []
+        return [Option(q, f"search for {q!r}", q) for q in self.queries if q not in self.searched]
+
+    def _path_options(self, task: Task, parents: Mapping[str, Option]) -> list[Option]:
+        if missing_primitives():
+            return []
+        return [
+            Option(path, f"file {path} ({size:,} bytes)", parts)
+            for path, (parts, size) in self.files.items()
+            if path not in self.read
+        ]
+
+    # -- operations ---------------------------------------------------------------------
+
+    def _list(self, task: Task, chosen: Mapping[str, Option]) -> Outcome:
+        parts: Components = chosen["dir"].value
+        where = display(parts)
+        self.listed.add(where)
+        entries = self.fs.list_dir(parts)
+        kept, lines = entries[:MAX_ENTRIES], []
+        for entry in kept:
+            path = display((*parts, entry.name))
+            if entry.kind == "dir":
+                self.dirs.setdefault(path, (*parts, entry.name))
+                lines.append(f"{path}/")
+            elif entry.kind == "file":
+                self.files.setdefault(path, ((*parts, entry.name), entry.size))
+                lines.append(f"{path} ({entry.size:,} bytes)")
+            else:
+                self.omitted[path] = entry.kind
+                lines.append(f"{path} (omitted: {entry.kind})")
+        omitted = sum(e.kind not in ("dir", "file") for e in kept)
+        bounds = {"entries": len(entries), "listed": len(kept), "limit": MAX_ENTRIES}
+        head = f"{where}: {len(kept)} of {len(entries)} entries listed (limit {MAX_ENTRIES})"
+        return Outcome(
+            "ok",
+            f"{head}, {omitted} omitted",
+            text=_bounded_lines(head, lines),
+            source=where,
+            target=where,
+            data={**bounds, "omitted": omitted},
+        )
+
+    def _read(self, task: Task, chosen: Mapping[str, Option]) -> Outcome:
+        parts: Components = chosen["path"].value
+        path = display(parts)
+        self.read.add(path)  # once, even if it fails: nothing is re-read
+        data, size = self.fs.read_bytes(parts, MAX_FILE_BYTES)
+        if b"\0" in data[:8192]:
+            raise Refused(f"{path} looks binary (NUL bytes): not captured")
+        truncated = size > len(data)
+        text = data.decode("utf-8", "replace")
+        assert self.store is not None
+        meta = {"path": path, "size": size, "bytes_read": len(data), "truncated": truncated}
+        ref = self.store.put(text, path, meta)
+        end = min(len(text), MAX_WINDOW_CHARS)
+        cut = " (truncated capture)" if truncated else ""
+        summary = f"read {path}: {len(data):,} of {size:,} bytes{cut}, {len(text):,} chars as {ref}"
+        return Outcome(
+            "ok",
+            summary,
+            text=self.store.read(ref, 0, end),
+            source=path,
+            target=ref,
+            window=(ref, 0, end),
+            data={**meta, "ref": ref, "limit_bytes": MAX_FILE_BYTES},
+        )
+
+    def _search(self, task: Task, chosen: Mapping[str, Option]) -> Outcome:
+        query: str = chosen["query"].value
+        self.searched.add(query)
+        needle = query.casefold()
+        matches: list[str] = []
+        found = 0
+        scanned = scanned_bytes = 0
+        for parts in self._walk_files():
+            if scanned >= MAX_SCAN_FILES or scanned_bytes >= MAX_SCAN_BYTES:
+                break
+            try:
+                data, _size = self.fs.read_bytes(parts, MAX_FILE_BYTES)
+            except (Refused, OSError):
+                continue  # changed under us, or unreadable: skipped, never followed
+            scanned += 1
+            scanned_bytes += len(data)
+            if b"\0" in data[:8192]:
+                continue
+            hits = _hits(data.decode("utf-8", "replace"), needle)
+            if hits:
+                path = display(parts)
+                self.files.setdefault(path, (parts, len(data)))
+                found += len(hits)
+                matches += [f"{path}:{n}: {clip(line.strip(), 120)}" for n, line in hits]
+        shown = matches[:MAX_MATCHES]
+        head = (
+            f"{query!r}: {found} matches, {len(shown)} shown (limit {MAX_MATCHES}); "
+            f"{scanned} files scanned (limit {MAX_SCAN_FILES}), {scanned_bytes:,} bytes "
+            f"(limit {MAX_SCAN_BYTES:,})"
+        )
+        data = {"matches": found, "shown": len(shown), "files_scanned": scanned}
+        data |= {"bytes_scanned": scanned_bytes, "limit_matches": MAX_MATCHES}
+        return Outcome("ok", head, text=_bounded_lines(head, shown), target=query, data=data)
+
+    def _walk_files(self) -> Iterable[Components]:
+        """Regular files breadth-first from the root; symlinks and special files skipped."""
+        queue: list[Components] = [()]
+        while queue:
+            parts = queue.pop(0)
+            try:
+                entries = self.fs.list_dir(parts)
+            except (Refused, OSError):
+                continue
+            for entry in entries[:MAX_ENTRIES]:
+                child = (*parts, entry.name)
+                if entry.kind == "file":
+                    yield child
+                elif entry.kind == "dir" and len(child) < MAX_DEPTH:
+                    queue.append(child)
+
+
+def _hits(text: str, needle: str) -> list[tuple[int, str]]:
+    return [(n, line) for n, line in enumerate(text.splitlines(), 1) if needle in line.casefold()]
+
+
+def _bounded_lines(head: str, lines: list[str]) -> str:
+    """The head and as many whole lines as fit in 1,200 characters, saying how many did not."""
+    out, used = [head], len(head)
+    for index, line in enumerate(lines):
+        more = f"... {len(lines) - index} more not shown"
+        if used + len(line) + 1 + len(more) + 1 > MAX_WINDOW_CHARS:
+            out.append(more)
+            break
+        out.append(line)
+        used += len(line) + 1
+    return "\n".join(out)
