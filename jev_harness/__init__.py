@@ -16,7 +16,7 @@ _EXPORTS = {
     "Parameter": "jev_harness.model",
     "Tool": "jev_harness.model",
     "Toolkit": "jev_harness.model",
-    "Task": "jev_harness.model",
+    "Task": "jev_harness.task",
     "TaskScript": "jev_harness.model",
     "Outcome": "jev_harness.model",
     "OfferError": "jev_harness.model",
@@ -62,11 +62,11 @@ if TYPE_CHECKING:
         Option,
         Outcome,
         Parameter,
-        Task,
         TaskScript,
         Tool,
         Toolkit,
     )
+    from jev_harness.task import Task
     from jev_harness.workspace import WorkspaceToolkit
 
 

@@ -16,7 +16,8 @@ from typing import Any
 
 from jev_harness import report
 from jev_harness.evidence_store import EvidenceStore, Passage
-from jev_harness.model import Option, Outcome, Parameter, Task, Tool, Toolkit
+from jev_harness.model import Option, Outcome, Parameter, Tool, Toolkit
+from jev_harness.task import Task
 from jev_harness.text import clip, opening
 
 Record = dict[str, Any]

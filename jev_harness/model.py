@@ -3,7 +3,7 @@
 A task script exports `workflow = TaskScript(build)`; `build(inputs)` returns a `Task`. The
 harness worker (the DRIVER) then uses only this API, in this order:
 
-- `task.configure(goal, limits, redact)` once, before anything else;
+- `task.configure(goal, limits, redact=None, secrets=())` once, before anything else;
 - `task.entry_operations()` once: operations (the entry capture of a toolkit) that the driver
   logs and runs through `task.operate` before the first decision;
 - per step: `task.offered_tools()` (a tool is offered only when its first parameter has a
@@ -21,23 +21,17 @@ Everything lives in the worker process: a killed worker loses the task, and noth
 
 from __future__ import annotations
 
-import hashlib
-import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from jev_harness.text import MAX_DESCRIPTION_CHARS, MAX_WINDOW_CHARS, clean, clip
 
 if TYPE_CHECKING:
-    from jev_harness.evidence_store import EvidenceStore
+    from jev_harness.task import Task
 
 Selection = Literal["match", "explore"]
 Effect = Literal["read", "write"]
-MAX_OBSERVATION_BYTES = 8192
-RECENT = 8  # summaries kept in the observation; older ones stay reachable through references
-MAX_GOAL_CHARS = 2000
-REDACTED = "[REDACTED]"
 
 
 class OfferError(ValueError):
@@ -198,268 +192,6 @@ class Toolkit:
         """Release what the toolkit owns (connections, an opened browser tab)."""
 
 
-class Task:
-    """The base task: complete when `verifier(task)` is true; its tool choice is `match`."""
-
-    tool_selection: Selection = "match"
-
-    def __init__(
-        self,
-        toolkits: Sequence[Toolkit] = (),
-        verifier: Callable[[Task], bool] | None = None,
-        *,
-        store: EvidenceStore | None = None,
-    ) -> None:
-        self.toolkits = list(toolkits)
-        self.verifier = verifier
-        self.store = store
-        self.goal = ""
-        self.limits: dict[str, Any] = {}
-        self.redact: Callable[[str], str] = _no_redaction
-        self.operations = 0
-        self.errors = 0
-        self.last_summary = ""
-        self.last_read: dict[str, Any] | None = None
-        self.windows: dict[str, list[tuple[int, int]]] = {}  # ref -> windows any operation returned
-        self.tools: dict[str, Tool] = {}
-        self._entries_taken = False
-        self._closed = False
-        self.install_tools()
-
-    # -- construction -------------------------------------------------------------------
-
-    def install_tools(self) -> None:
-        """Let each toolkit register its tools (subclasses add their own after this)."""
-        for toolkit in self.toolkits:
-            toolkit.install(self)
-
-    def register(self, tool: Tool) -> None:
-        if tool.name in self.tools:
-            raise ValueError(f"tool {tool.name!r} is registered twice")
-        self.tools[tool.name] = tool
-
-    def configure(
-        self,
-        goal: str,
-        limits: Mapping[str, Any] | None = None,
-        redact: Callable[[str], str] | None = None,
-        secrets: Iterable[str] = (),
-    ) -> None:
-        """Set the goal, the limits shown in observations and the worker's redaction.
-
-        `redact` is the worker's redactor; `secrets` are values replaced by [REDACTED] (on top
-        of `redact`). Both apply to observations and to the report.
-        """
-        self.goal = clean(goal)
-        self.limits = dict(limits or {})
-        if redact is not None:
-            self.redact = redact
-        known = sorted({s for s in secrets if isinstance(s, str) and s}, key=len, reverse=True)
-        if known:
-            inner = self.redact
-
-            def redact_known(text: str) -> str:
-                for secret in known:
-                    text = text.replace(secret, REDACTED)
-                return inner(text)
-
-            self.redact = redact_known
-
-    def entry_operations(self) -> list[tuple[Tool, dict[str, Option]]]:
-        """The entry captures, returned once (later calls return [] so nothing is re-fetched)."""
-        if self._entries_taken:
-            return []
-        self._entries_taken = True
-        return [op for toolkit in self.toolkits for op in toolkit.entry_operations(self)]
-
-    # -- the offer ----------------------------------------------------------------------
-
-    def tool(self, name: str | Tool) -> Tool:
-        if isinstance(name, Tool):
-            return name
-        try:
-            return self.tools[name]
-        except KeyError:
-            raise OfferError("unoffered", f"no tool named {name!r}") from None
-
-    def offered_tools(self) -> list[Tool]:
-        """Tools whose first parameter has a non-empty domain (or whose own rule says yes)."""
-        offered = []
-        for tool in self.tools.values():
-            if tool.parameters:
-                if self.domain(tool, tool.parameters[0], {}):
-                    offered.append(tool)
-            elif tool.available is None or tool.available(self):
-                offered.append(tool)
-        return offered
-
-    def next_parameter(
-        self, tool: str | Tool, parents: Mapping[str, Any] | Iterable[str]
-    ) -> Parameter | None:
-        """The first parameter of `tool` not among `parents`, or None when all are chosen."""
-        chosen = set(parents)
-        for param in self.tool(tool).parameters:
-            if param.name not in chosen:
-                return param
-        return None
-
-    def domain(
-        self, tool: str | Tool, parameter: str | Parameter, parents: Mapping[str, Option]
-    ) -> list[Option]:
-        """Fresh options for `parameter`, given the options chosen for earlier parameters."""
-        tool = self.tool(tool)
-        param = tool.parameter(parameter if isinstance(parameter, str) else parameter.name)
-        options = list(param.domain(self, dict(parents)))
-        seen: set[str] = set()
-        for option in options:
-            if not isinstance(option, Option):
-                raise TypeError(f"{tool.name}.{param.name}: domain returned {type(option)}")
-            if option.id in seen:
-                raise ValueError(f"{tool.name}.{param.name}: option id {option.id!r} repeats")
-            seen.add(option.id)
-        return options
-
-    def resolve(self, tool: str | Tool, ids: Mapping[str, str]) -> dict[str, Option]:
-        """Option ids -> options, checked against fresh domains in parameter order."""
-        tool = self.tool(tool)
-        if tool not in self.offered_tools():
-            raise OfferError("unoffered", f"tool {tool.name!r} is not offered now")
-        names = [p.name for p in tool.parameters]
-        missing = [n for n in names if n not in ids]
-        extra = sorted(set(ids) - set(names))
-        if missing or extra:
-            raise OfferError("incomplete", f"{tool.name}: missing {missing}, extra {extra}")
-        chosen: dict[str, Option] = {}
-        for param in tool.parameters:
-            options = {o.id: o for o in self.domain(tool, param, chosen)}
-            if ids[param.name] not in options:
-                detail = f"{ids[param.name]!r} is not offered for {tool.name}.{param.name}"
-                raise OfferError("unoffered", detail)
-            chosen[param.name] = options[ids[param.name]]
-        return chosen
-
-    # -- operating ----------------------------------------------------------------------
-
-    def operate(self, tool: str | Tool, chosen: Mapping[str, Option]) -> Outcome:
-        """Run one operation; a tool's exception becomes an `error` outcome."""
-        tool = self.tool(tool)
-        names = [p.name for p in tool.parameters]
-        if sorted(chosen) != sorted(names):
-            raise OfferError("incomplete", f"{tool.name} needs {names}, got {sorted(chosen)}")
-        try:
-            result = tool.run(self, dict(chosen))
-            outcome = result if isinstance(result, Outcome) else Outcome("ok", str(result)[:200])
-        except Exception as exc:  # a failing tool is an outcome, the run goes on
-            outcome = Outcome("error", f"{tool.name} failed: {type(exc).__name__}: {exc}")
-        self.operations += 1
-        self.errors += outcome.status == "error"
-        self.last_summary = f"{tool.name}: {outcome.summary}"
-        if outcome.window is not None:
-            self._note_window(outcome)
-        return outcome
-
-    def _note_window(self, outcome: Outcome) -> None:
-        assert outcome.window is not None
-        ref, start, end = outcome.window
-        self.windows.setdefault(ref, []).append((start, end))
-        self.last_read = {"ref": ref, "start": start, "end": end, "text": outcome.text}
-        if self.store is not None and ref in self.store:
-            self.last_read["source"] = self.store.describe(ref)["source"]
-
-    def was_read(self, ref: str, start: int, end: int) -> bool:
-        """True when [start, end) lay wholly inside a window an operation returned."""
-        return any(s <= start and end <= e for s, e in self.windows.get(ref, ()))
-
-    # -- state --------------------------------------------------------------------------
-
-    def counts(self) -> dict[str, int]:
-        counts = {"operations": self.operations, "errors": self.errors}
-        if self.store is not None:
-            counts["captures"] = len(self.store)
-        return counts
-
-    def observation(self) -> dict[str, Any]:
-        """The unbounded observation; `observe` fits it into 8,192 bytes."""
-        obs: dict[str, Any] = {
-            "goal": clip(self.goal, MAX_GOAL_CHARS),
-            "limits": self.limits,
-            "counts": self.counts(),
-            "last_operation": self.last_summary,
-        }
-        if self.store is not None:
-            obs["sources"] = [d["summary"] for d in self.store.references()[-RECENT:]]
-        obs["toolkits"] = {t.name: t.observe() for t in self.toolkits}
-        obs["last_read"] = self.last_read
-        return obs
-
-    def observe(self) -> dict[str, Any]:
-        """A compact, stable, redacted observation of at most 8,192 bytes; creates no capture."""
-        return fit_observation(self.redact_value(self.observation()))
-
-    def state_ref(self) -> str:
-        """sha256 of the canonical observation: operations change it, observing does not."""
-        return hashlib.sha256(canonical(self.observe())).hexdigest()
-
-    def redact_value(self, obj: Any) -> Any:
-        if isinstance(obj, str):
-            return self.redact(obj)
-        if isinstance(obj, dict):
-            return {k: self.redact_value(v) for k, v in obj.items()}
-        if isinstance(obj, list | tuple):
-            return [self.redact_value(v) for v in obj]
-        return obj
-
-    def complete(self) -> bool:
-        """True when the caller's verifier accepts the task (False without a verifier)."""
-        return bool(self.verifier is not None and self.verifier(self) is True)
-
-    def receipt(self) -> dict[str, Any] | None:
-        """The artifact receipt; a base task writes no artifact."""
-        return None
-
-    def close(self) -> None:
-        """Close every toolkit once, even if one of them fails."""
-        if self._closed:
-            return
-        self._closed = True
-        failures = []
-        for toolkit in self.toolkits:
-            try:
-                toolkit.close()
-            except Exception as exc:  # close the others first, then report
-                failures.append(f"{toolkit.name}: {type(exc).__name__}: {exc}")
-        if failures:
-            raise RuntimeError("closing toolkits failed: " + "; ".join(failures))
-
-
-def _no_redaction(text: str) -> str:
-    return text
-
-
-def canonical(obj: Any) -> bytes:
-    """Compact, key-sorted UTF-8 JSON: the form that is measured and fingerprinted."""
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def fit_observation(obs: dict[str, Any], limit: int = MAX_OBSERVATION_BYTES) -> dict[str, Any]:
-    """Shrink an observation until its canonical form fits `limit` bytes (oldest first)."""
-    obs = dict(obs)
-    while len(canonical(obs)) > limit:
-        if obs.get("toolkits"):
-            obs["toolkits"] = {}
-        elif any(obs.get(k) for k in ("sources", "records")):
-            key = max(("sources", "records"), key=lambda k: len(obs.get(k) or []))
-            obs[key] = obs[key][1:]
-        elif obs.get("last_read") and obs["last_read"].get("text"):
-            text = obs["last_read"]["text"]
-            obs["last_read"] = {**obs["last_read"], "text": text[: len(text) // 2]}
-        elif len(obs.get("goal", "")) > 200:
-            obs["goal"] = clip(obs["goal"], len(obs["goal"]) // 2)
-        else:
-            return {"goal": clip(obs.get("goal", ""), 200), "counts": obs.get("counts", {})}
-    return obs
-
-
 @dataclass(frozen=True)
 class TaskScript:
     """A script module exports `workflow = TaskScript(build)`; `build(inputs)` returns a Task."""
@@ -469,6 +201,15 @@ class TaskScript:
     def __post_init__(self) -> None:
         if not callable(self.build):
             raise TypeError("TaskScript(build): build must be callable")
+
+
+def __getattr__(name: str) -> Any:
+    """`Task` lives in jev_harness.task (it needs the types above); importable from here too."""
+    if name in ("Task", "canonical", "fit_observation", "MAX_OBSERVATION_BYTES", "RECENT"):
+        from jev_harness import task
+
+        return getattr(task, name)
+    raise AttributeError(f"module 'jev_harness.model' has no attribute {name!r}")
 
 
 __all__ = [
@@ -481,6 +222,4 @@ __all__ = [
     "TaskScript",
     "Tool",
     "Toolkit",
-    "canonical",
-    "fit_observation",
 ]

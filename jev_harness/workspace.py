@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from jev_harness.evidence_store import EvidenceStore
-from jev_harness.model import Option, Outcome, Parameter, Task, Tool, Toolkit
+from jev_harness.model import Option, Outcome, Parameter, Tool, Toolkit
+from jev_harness.task import Task
 from jev_harness.text import MAX_WINDOW_CHARS, clip
 from jev_harness.workspace_fs import Components, Confined, Refused, display, missing_primitives
 

@@ -9,7 +9,8 @@ import sys
 import pytest
 
 import jev_harness as jev
-from jev_harness.model import MAX_OBSERVATION_BYTES, OfferError, Outcome, canonical
+from jev_harness.model import OfferError, Outcome
+from jev_harness.task import MAX_OBSERVATION_BYTES, canonical
 
 
 def _counter_task() -> jev.Task:
