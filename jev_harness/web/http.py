@@ -122,9 +122,7 @@ class HttpProvider:
                 addresses = self.policy.addresses(current)
             except WebError as exc:
                 if hops:
-                    raise WebError(
-                        exc.code, f"redirect to {current} refused: {exc.message}"
-                    ) from None
+                    raise WebError(exc.code, f"{exc.message} (redirect to {current})") from None
                 raise
             conn, response = self._get(current, addresses)
             try:
