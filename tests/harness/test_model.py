@@ -139,3 +139,11 @@ def test_import_is_cheap():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_apixly_alias_gives_the_same_objects():
+    import apixly_jev_harness
+
+    assert apixly_jev_harness.Task is jev.Task
+    assert apixly_jev_harness.EvidenceTask is jev.EvidenceTask
+    assert "WorkspaceToolkit" in dir(apixly_jev_harness)

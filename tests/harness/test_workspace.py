@@ -177,3 +177,39 @@ def test_inspected_source_is_never_executed(tmp_path):
     _run(task, "files.search", query="open")
     _run(task, "files.read", path="evil.py")
     assert not marker.exists()
+
+
+PREFERENCE = ["save_report", "record_evidence", "files.read", "files.search", "files.list"]
+
+
+def _drive(task, steps=30):
+    """A plain driver: the most useful offered tool, the first option of each domain."""
+    for _ in range(steps):
+        if task.complete():
+            return
+        offered = {t.name: t for t in task.offered_tools()}
+        name = next((n for n in PREFERENCE if n in offered), None) or next(iter(offered))
+        chosen = {}
+        for param in offered[name].parameters:
+            chosen[param.name] = task.domain(name, param, chosen)[0]
+        task.operate(name, chosen)
+
+
+def test_workspace_example_completes(corpus, tmp_path, monkeypatch):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("workspace_task", "examples/workspace_task.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.chdir(tmp_path)
+    inputs = {"root": str(corpus), "queries": ["marker"], "markers": ["BLUE-HERON"]}
+    task = module.workflow.build({**inputs, "output": "report.json"})
+    task.configure("find the heron")
+    _drive(task)
+    assert task.complete()
+    receipt = task.receipt()
+    assert receipt["match"] and receipt["sources"] == ["docs/guide.md"]
+    report = (tmp_path / "report.json").read_text()
+    assert "BLUE-HERON" in report and SECRET not in report
+    with pytest.raises(ValueError, match="markers"):
+        module.workflow.build({**inputs, "markers": [], "output": "r.json"})
