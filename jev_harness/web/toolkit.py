@@ -25,7 +25,8 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from jev_harness.evidence_store import EvidenceStore
-from jev_harness.model import Option, Outcome, Parameter, Task, Tool, Toolkit
+from jev_harness.model import Option, Outcome, Parameter, Tool, Toolkit
+from jev_harness.task import Task
 from jev_harness.text import MAX_WINDOW_CHARS, clip, opening
 from jev_harness.web.page import Link, Page, Section, WebError
 from jev_harness.web.urls import origin_of, strip_fragment
