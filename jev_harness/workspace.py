@@ -119,18 +119,22 @@ class WorkspaceToolkit(Toolkit):
         self.listed.add(where)
         entries = self.fs.list_dir(parts)
         kept, lines = entries[:MAX_ENTRIES], []
+        omitted = 0
         for entry in kept:
-            path = display((*parts, entry.name))
-            if entry.kind == "dir":
-                self.dirs.setdefault(path, (*parts, entry.name))
+            path, comps = display((*parts, entry.name)), (*parts, entry.name)
+            kind = entry.kind
+            if self._ambiguous(path, comps):
+                kind = "ambiguous name"  # two raw names escape to the same text: offer neither
+            if kind == "dir":
+                self.dirs.setdefault(path, comps)
                 lines.append(f"{path}/")
-            elif entry.kind == "file":
-                self.files.setdefault(path, ((*parts, entry.name), entry.size))
+            elif kind == "file":
+                self.files.setdefault(path, (comps, entry.size))
                 lines.append(f"{path} ({entry.size:,} bytes)")
             else:
-                self.omitted[path] = entry.kind
-                lines.append(f"{path} (omitted: {entry.kind})")
-        omitted = sum(e.kind not in ("dir", "file") for e in kept)
+                omitted += 1
+                self.omitted[path] = kind
+                lines.append(f"{path} (omitted: {kind})")
         bounds = {"entries": len(entries), "listed": len(kept), "limit": MAX_ENTRIES}
         head = f"{where}: {len(kept)} of {len(entries)} entries listed (limit {MAX_ENTRIES})"
         return Outcome(
@@ -141,6 +145,10 @@ class WorkspaceToolkit(Toolkit):
             target=where,
             data={**bounds, "omitted": omitted},
         )
+
+    def _ambiguous(self, path: str, comps: Components) -> bool:
+        known = self.dirs.get(path) or self.files.get(path, ((), 0))[0]
+        return bool(known) and known != comps
 
     def _read(self, task: Task, chosen: Mapping[str, Option]) -> Outcome:
         parts: Components = chosen["path"].value
@@ -186,8 +194,8 @@ class WorkspaceToolkit(Toolkit):
             if b"\0" in data[:8192]:
                 continue
             hits = _hits(data.decode("utf-8", "replace"), needle)
-            if hits:
-                path = display(parts)
+            path = display(parts)
+            if hits and not self._ambiguous(path, parts):
                 self.files.setdefault(path, (parts, len(data)))
                 found += len(hits)
                 matches += [f"{path}:{n}: {clip(line.strip(), 120)}" for n, line in hits]

@@ -213,3 +213,12 @@ def test_workspace_example_completes(corpus, tmp_path, monkeypatch):
     assert "BLUE-HERON" in report and SECRET not in report
     with pytest.raises(ValueError, match="markers"):
         module.workflow.build({**inputs, "markers": [], "output": "r.json"})
+
+
+def test_names_that_escape_alike_are_omitted_not_confused(tmp_path):
+    (tmp_path / os.fsdecode(b"a\xe9")).write_text("raw byte name")
+    (tmp_path / "a\\xe9").write_text("backslash name")
+    task = _task(tmp_path)
+    outcome = _run(task, "files.list", dir=".")
+    assert "a\\xe9 (omitted: ambiguous name)" in outcome.text
+    assert [o.id for o in task.domain("files.read", "path", {})] == ["a\\xe9"]
