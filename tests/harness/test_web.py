@@ -190,3 +190,28 @@ def test_allowed_origins_are_normalized_and_bare():
     for bad in (["http://a.b/path"], ["ftp://a.b"], ["http://u@a.b"]):
         with pytest.raises(ValueError):
             normalize_origins(bad)
+
+
+@pytest.mark.parametrize(
+    ("path", "code"),
+    [
+        ("/fake-text", "not_text"),
+        ("/redirect-js", "scheme_refused"),
+        ("/redirect-userinfo", "userinfo_refused"),
+        ("/missing", "http_status"),
+    ],
+)
+def test_hostile_answers_are_refused_without_capture(site, path, code):
+    provider = HttpProvider(site.url + "/", [site.url])
+    with pytest.raises(WebError) as info:
+        provider.fetch(site.url + path)
+    assert info.value.code == code
+    assert site.count("/marker") == 0 and len(site.requests) == 1
+
+
+def test_untyped_page_is_sniffed_and_a_stalled_server_times_out(site):
+    page = HttpProvider(site.url + "/", [site.url]).fetch(site.url + "/untyped")
+    assert page.content_type == "text/html" and "No content type, still html" in page.text
+    with pytest.raises(WebError) as info:
+        HttpProvider(site.url + "/", [site.url], timeout_s=0.2).fetch(site.url + "/slow")
+    assert info.value.code == "network" and "timed out" in info.value.message

@@ -5,8 +5,10 @@
 javascript:, mailto:, data:, tel:, user info, protocol-relative, other origin), a marker page, a
 redirect to the other origin, a redirect loop, an endless redirect chain, a 5 MB page, a binary,
 a slow page (waits until released or `slow_s`), a page whose charset is declared only in a meta
-tag (windows-1251), a text/plain page and a 404. Every request is recorded with its origin
-(`main` or `other`); `count(path, origin)` and `wait_for(path)` read the record.
+tag (windows-1251), a text/plain page, a binary served as text/plain, a page without a
+Content-Type, redirects to javascript: and to a user-info URL, and a 404. Every request is
+recorded with its origin (`main` or `other`); `count(path, origin)` and `wait_for(path)` read
+the record.
 """
 
 from __future__ import annotations
@@ -92,6 +94,10 @@ def pages(main: str, other: str) -> dict[str, tuple[int, dict[str, str], bytes]]
         "/loop": (302, {"Location": "/loop2"}, b""),
         "/loop2": (302, {"Location": "/loop"}, b""),
         "/binary": (200, {"Content-Type": "image/png"}, PNG),
+        "/fake-text": (200, {"Content-Type": "text/plain"}, PNG),
+        "/untyped": (200, {}, b"<p>No content type, still <b>html</b></p>"),
+        "/redirect-js": (302, {"Location": "javascript:alert(1)"}, b""),
+        "/redirect-userinfo": (302, {"Location": f"http://u:pw@{main.split('//')[1]}/marker"}, b""),
         "/cp1251": (200, {"Content-Type": "text/html"}, cp1251),
         "/plain.txt": (200, {"Content-Type": "text/plain; charset=utf-8"}, b"Plain text.\n"),
     }
