@@ -175,7 +175,7 @@ class Task:
             raise OfferError("incomplete", f"{tool.name} needs {names}, got {sorted(chosen)}")
         try:
             result = tool.run(self, dict(chosen))
-            outcome = result if isinstance(result, Outcome) else Outcome("ok", str(result)[:200])
+            outcome = as_outcome(result)
         except Exception as exc:  # a failing tool is an outcome, the run goes on
             outcome = Outcome("error", f"{tool.name} failed: {type(exc).__name__}: {exc}")
         self.operations += 1
@@ -257,6 +257,23 @@ class Task:
                 failures.append(f"{toolkit.name}: {type(exc).__name__}: {exc}")
         if failures:
             raise RuntimeError("closing toolkits failed: " + "; ".join(failures))
+
+
+def as_outcome(result: Any) -> Outcome:
+    """A tool's return value as an Outcome: an Outcome, a text (ok), or a dict of its fields."""
+    if isinstance(result, Outcome):
+        return result
+    if isinstance(result, dict):
+        fields = ("status", "summary", "text", "source", "target", "data")
+        known = {k: v for k, v in result.items() if k in fields}
+        status = "error" if known.pop("status", "ok") == "error" else "ok"
+        text = str(known.pop("text", ""))
+        summary = str(known.pop("summary", "") or text.split("\n", 1)[0])
+        data = known.pop("data", {})
+        extra = {k: str(v) for k, v in known.items()}
+        return Outcome(status, summary, text=text, data=dict(data or {}), **extra)
+    text = "" if result is None else str(result)
+    return Outcome("ok", text.split("\n", 1)[0], text=text)
 
 
 def _no_redaction(text: str) -> str:

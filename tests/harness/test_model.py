@@ -147,3 +147,13 @@ def test_apixly_alias_gives_the_same_objects():
     assert apixly_jev_harness.Task is jev.Task
     assert apixly_jev_harness.EvidenceTask is jev.EvidenceTask
     assert "WorkspaceToolkit" in dir(apixly_jev_harness)
+
+
+def test_tools_may_return_text_or_a_dict():
+    task = jev.Task()
+    task.register(jev.Tool("text", "t", (), lambda t, c: "first line\nsecond"))
+    task.register(jev.Tool("dict", "d", (), lambda t, c: {"status": "error", "text": "bad"}))
+    plain = task.operate("text", {})
+    assert plain.status == "ok" and plain.summary == "first line" and plain.text.endswith("second")
+    shaped = task.operate("dict", {})
+    assert shaped.status == "error" and shaped.text == "bad"
