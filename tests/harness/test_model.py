@@ -157,3 +157,14 @@ def test_tools_may_return_text_or_a_dict():
     assert plain.status == "ok" and plain.summary == "first line" and plain.text.endswith("second")
     shaped = task.operate("dict", {})
     assert shaped.status == "error" and shaped.text == "bad"
+
+
+def test_apixly_mcp_forwards_or_names_what_is_missing():
+    import importlib.util
+
+    if importlib.util.find_spec("jev_harness.mcp") is not None:
+        pytest.skip("jev_harness.mcp exists: forwarding is covered by its own tests")
+    out = subprocess.run(
+        [sys.executable, "-m", "apixly_jev_harness.mcp"], capture_output=True, text=True
+    )
+    assert out.returncode == 2 and "jev_harness.mcp" in out.stderr and out.stdout == ""
