@@ -31,10 +31,10 @@ from jev_harness.web.page import Link, Page, WebError
 from jev_harness.web.urls import (
     OriginPolicy,
     Resolver,
+    canonical_url,
     normalize_origins,
     origin_of,
     resolve,
-    strip_fragment,
 )
 
 DEFAULT_BASE_URL = "http://127.0.0.1:9377"
@@ -112,7 +112,7 @@ class CamofoxProvider:
         max_chars: int = MAX_CHARS,
         resolver: Resolver = resolve,
     ) -> None:
-        entry = strip_fragment(url)
+        entry = canonical_url(url)
         try:
             entry_origin = origin_of(entry)
         except WebError as exc:
@@ -205,7 +205,7 @@ class CamofoxProvider:
 
     def _final(self, requested: str, final: Any, when: str) -> str:
         """Check a URL the browser ended on; refusing it means no capture."""
-        final_url = strip_fragment(str(final or ""))
+        final_url = canonical_url(str(final or ""))
         try:
             self.policy.check(final_url)
         except WebError as exc:
@@ -218,7 +218,7 @@ class CamofoxProvider:
 
     def fetch(self, url: str) -> Page:
         """Navigate the tab to `url` and capture its snapshot and links."""
-        requested = strip_fragment(url)
+        requested = canonical_url(url)
         self.policy.addresses(requested)  # refused before the browser is asked anything
         self._ensure_tab()
         nav = self._call(
@@ -258,13 +258,16 @@ class CamofoxProvider:
             for item in items if isinstance(items, list) else []:
                 if not isinstance(item, dict):
                     continue
-                href = strip_fragment(str(item.get("url") or item.get("href") or ""))
+                href = canonical_url(str(item.get("url") or item.get("href") or ""))
                 if (
                     not href.lower().startswith(("http://", "https://"))
                     or "@" in href.split("/")[2]
                 ):
                     continue
-                found.setdefault(self.scrub(href), self.scrub(str(item.get("text") or ""))[:100])
+                found.setdefault(
+                    self.scrub(href),
+                    self.scrub(" ".join(str(item.get("text") or "").split()))[:100],
+                )
             more = (
                 (page.get("pagination") or {}).get("hasMore")
                 if isinstance(page.get("pagination"), dict)

@@ -18,7 +18,7 @@ from lxml import etree
 from lxml import html as lxml_html
 
 from jev_harness.web.page import Link, Section
-from jev_harness.web.urls import strip_fragment
+from jev_harness.web.urls import canonical_url
 
 META_SCAN_BYTES = 4096
 LINK_TEXT_CHARS = 100
@@ -212,7 +212,7 @@ def _links(doc: etree._Element, page_url: str) -> tuple[Link, ...]:
         if not href:
             continue
         try:
-            url = strip_fragment(urljoin(base, href))
+            url = canonical_url(urljoin(base, href))
         except ValueError:
             continue
         if not url.lower().startswith(("http://", "https://")) or "@" in url.split("/")[2]:

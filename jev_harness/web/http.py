@@ -29,11 +29,11 @@ from jev_harness.web.page import Page, WebError
 from jev_harness.web.urls import (
     OriginPolicy,
     Resolver,
+    canonical_url,
     normalize_origins,
     origin_of,
     resolve,
     split_origin,
-    strip_fragment,
 )
 
 MAX_REDIRECTS = 5
@@ -82,7 +82,7 @@ class HttpProvider:
         deadline_s: float = 60.0,
         resolver: Resolver = resolve,
     ) -> None:
-        entry = strip_fragment(url)
+        entry = canonical_url(url)
         try:
             entry_origin = origin_of(entry)
         except WebError as exc:
@@ -113,7 +113,7 @@ class HttpProvider:
 
     def fetch(self, url: str) -> Page:
         """GET `url`, following redirects by hand; every hop checked before it is requested."""
-        requested = current = strip_fragment(url)
+        requested = current = canonical_url(url)
         hops: list[str] = []
         seen = {current}
         started = time.monotonic()
@@ -139,7 +139,7 @@ class HttpProvider:
         if not location:
             raise WebError("http_status", f"{current} answered {response.status} without Location")
         try:
-            target = strip_fragment(urljoin(current, location))
+            target = canonical_url(urljoin(current, location))
         except ValueError:
             raise WebError("url_refused", f"{current} redirected to a bad URL") from None
         hops.append(target)

@@ -29,7 +29,7 @@ from jev_harness.model import Option, Outcome, Parameter, Tool, Toolkit
 from jev_harness.task import Task
 from jev_harness.text import MAX_WINDOW_CHARS, clip, opening
 from jev_harness.web.page import Link, Page, Section, WebError
-from jev_harness.web.urls import origin_of, strip_fragment
+from jev_harness.web.urls import canonical_url, origin_of
 
 MAX_ID_CHARS = 80
 
@@ -60,7 +60,7 @@ class WebTools(Toolkit):
     def __init__(self, provider: Provider, store: EvidenceStore) -> None:
         self.provider = provider
         self.store = store
-        self.entry = strip_fragment(provider.url)
+        self.entry = canonical_url(provider.url)
         self._entry_origin = origin_of(self.entry)
         self._ids: dict[str, str] = {}  # url -> id, stable for the toolkit's life
         self._taken: set[str] = set()
@@ -143,7 +143,7 @@ class WebTools(Toolkit):
         out: list[Link] = []
         for captured in self.pages:
             for link in captured.page.links:
-                url = strip_fragment(link.url)
+                url = canonical_url(link.url)
                 if url in seen or url in self.opened or not self.provider.allows(url):
                     continue
                 seen.add(url)
@@ -159,7 +159,7 @@ class WebTools(Toolkit):
         ]
 
     def _open(self, task: Task, chosen: Mapping[str, Option]) -> Outcome:
-        url = strip_fragment(str(chosen["link"].value))
+        url = canonical_url(str(chosen["link"].value))
         self.opened.add(url)  # before the fetch: a failed or interrupted link is not re-offered
         try:
             page = self.provider.fetch(url)

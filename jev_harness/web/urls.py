@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import socket
 from collections.abc import Callable, Iterable
-from urllib.parse import urldefrag, urlsplit
+from urllib.parse import urldefrag, urlsplit, urlunsplit
 
 from jev_harness.web.page import WebError
 
@@ -72,9 +72,22 @@ def normalize_origins(origins: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def strip_fragment(url: str) -> str:
-    """The URL without its #fragment (never sent to a server, so not a different page)."""
-    return urldefrag(url.strip())[0]
+def canonical_url(url: str) -> str:
+    """One spelling per page: no #fragment (never sent), scheme and host lower-case, no default
+    port, `/` for an empty path. Anything unparsable is returned without its fragment only."""
+    url = urldefrag(url.strip())[0]
+    try:
+        parts = urlsplit(url)
+        scheme, port = parts.scheme.lower(), parts.port
+    except ValueError:
+        return url
+    if scheme not in DEFAULT_PORTS or not parts.hostname or "@" in parts.netloc:
+        return url
+    host = parts.hostname.lower().rstrip(".")
+    netloc = f"[{host}]" if ":" in host else host
+    if port is not None and port != DEFAULT_PORTS[scheme]:
+        netloc += f":{port}"
+    return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
 
 
 def is_inward(address: str) -> bool:

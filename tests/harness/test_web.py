@@ -215,3 +215,16 @@ def test_untyped_page_is_sniffed_and_a_stalled_server_times_out(site):
     with pytest.raises(WebError) as info:
         HttpProvider(site.url + "/", [site.url], timeout_s=0.2).fetch(site.url + "/slow")
     assert info.value.code == "network" and "timed out" in info.value.message
+
+
+def test_one_spelling_per_page_so_the_entry_is_never_offered_again(site):
+    store = jev.EvidenceStore()
+    kit = WebTools(HttpProvider(site.url.upper().replace("HTTP", "http"), [site.url]), store)
+    task = jev.Task([kit], store=store)
+    kit.materialize(task)
+    assert _open(task, "marker").status == "ok"  # the marker page links to "/"
+    urls = [o.value for o in task.domain("web.open_link", "link", {})]
+    assert site.url + "/" not in urls and "index" not in {
+        o.id for o in task.domain("web.open_link", "link", {})
+    }
+    assert site.count("/") == 1
