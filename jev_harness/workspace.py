@@ -10,6 +10,7 @@ from the store. Confinement and fail-closed rules: `jev_harness.workspace_fs`.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -117,8 +118,8 @@ class WorkspaceToolkit(Toolkit):
         parts: Components = chosen["dir"].value
         where = display(parts)
         self.listed.add(where)
-        entries = self.fs.list_dir(parts)
-        kept, lines = entries[:MAX_ENTRIES], []
+        kept, total = self.fs.list_dir(parts, MAX_ENTRIES)
+        lines: list[str] = []
         omitted = 0
         for entry in kept:
             path, comps = display((*parts, entry.name)), (*parts, entry.name)
@@ -135,8 +136,8 @@ class WorkspaceToolkit(Toolkit):
                 omitted += 1
                 self.omitted[path] = kind
                 lines.append(f"{path} (omitted: {kind})")
-        bounds = {"entries": len(entries), "listed": len(kept), "limit": MAX_ENTRIES}
-        head = f"{where}: {len(kept)} of {len(entries)} entries listed (limit {MAX_ENTRIES})"
+        bounds = {"entries": total, "listed": len(kept), "limit": MAX_ENTRIES}
+        head = f"{where}: {len(kept)} of {total} entries listed (limit {MAX_ENTRIES})"
         return Outcome(
             "ok",
             f"{head}, {omitted} omitted",
@@ -211,14 +212,14 @@ class WorkspaceToolkit(Toolkit):
 
     def _walk_files(self) -> Iterable[Components]:
         """Regular files breadth-first from the root; symlinks and special files skipped."""
-        queue: list[Components] = [()]
+        queue: deque[Components] = deque([()])
         while queue:
-            parts = queue.pop(0)
+            parts = queue.popleft()
             try:
-                entries = self.fs.list_dir(parts)
+                entries, _total = self.fs.list_dir(parts, MAX_ENTRIES)
             except (Refused, OSError):
                 continue
-            for entry in entries[:MAX_ENTRIES]:
+            for entry in entries:
                 child = (*parts, entry.name)
                 if entry.kind == "file":
                     yield child

@@ -133,17 +133,21 @@ class Confined:
         finally:
             os.close(fd)
 
-    def list_dir(self, parts: Components) -> list[Entry]:
-        """Entries of a directory with their type (symlinks are reported, not followed)."""
+    def list_dir(self, parts: Components, limit: int | None = None) -> tuple[list[Entry], int]:
+        """The first `limit` entries (by name) of a directory with their types, and the count.
+
+        Symlinks are reported as such, never followed; only kept entries are looked at.
+        """
         with self.open_dir(parts) as fd:
+            names = sorted(os.fsencode(n) for n in os.listdir(fd))
             entries = []
-            for name in sorted(os.fsencode(n) for n in os.listdir(fd)):
+            for name in names[:limit]:
                 try:
                     info = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # gone since the listing
                 entries.append(Entry(name, kind_of(info.st_mode), info.st_size))
-            return entries
+            return entries, len(names)
 
     def read_bytes(self, parts: Components, limit: int) -> tuple[bytes, int]:
         """At most `limit` bytes of the regular file at `parts`, and its size."""
