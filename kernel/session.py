@@ -63,6 +63,7 @@ class Session:
         workspace: Path | str,
         on_event: EventCallback | None = None,
         secrets: Iterable[str] = (),
+        created_by: str = "jmp",
     ) -> Session:
         """A new locked session bound to workspace; on failure nothing is left behind."""
         workspace = Path(workspace).resolve()
@@ -82,7 +83,9 @@ class Session:
                 session_id,
                 1,
                 time.time(),
-                SessionData(session_id=session_id, workspace=str(workspace)),
+                SessionData(
+                    session_id=session_id, workspace=str(workspace), created_by=created_by
+                ),
             )
             log = EventLog(staging / LOG)
             log.append(first, durable=True)

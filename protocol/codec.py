@@ -7,6 +7,7 @@ from typing import Any
 import msgspec
 
 from protocol.events import DATA_TYPES, EVENT_VERSION, KIND_OF, Data, Event
+from protocol.harness import HarnessFromWorker, HarnessToWorker
 from protocol.messages import WIRE_VERSION, Frame, FromWorker, ToWorker
 
 
@@ -79,8 +80,9 @@ def to_builtins(obj: Any) -> Any:
 
 # --- wire frames -----------------------------------------------------------------
 
-_to_worker_decoder = msgspec.msgpack.Decoder(Frame[ToWorker])
-_from_worker_decoder = msgspec.msgpack.Decoder(Frame[FromWorker])
+# One union per direction: every worker kind speaks through the same frames.
+_to_worker_decoder = msgspec.msgpack.Decoder(Frame[ToWorker | HarnessToWorker])
+_from_worker_decoder = msgspec.msgpack.Decoder(Frame[FromWorker | HarnessFromWorker])
 _peek_decoder = msgspec.msgpack.Decoder(_Peek)
 _msgpack_encoder = msgspec.msgpack.Encoder()
 
@@ -101,13 +103,13 @@ def _check_version(buf: bytes) -> None:
         )
 
 
-def decode_to_worker(buf: bytes) -> ToWorker:
+def decode_to_worker(buf: bytes) -> ToWorker | HarnessToWorker:
     """Decode a kernel->worker frame. Raises DecodeError or UnsupportedVersion."""
     _check_version(buf)
     return _to_worker_decoder.decode(buf).body
 
 
-def decode_from_worker(buf: bytes) -> FromWorker:
+def decode_from_worker(buf: bytes) -> FromWorker | HarnessFromWorker:
     """Decode a worker->kernel frame. Raises DecodeError or UnsupportedVersion."""
     _check_version(buf)
     return _from_worker_decoder.decode(buf).body

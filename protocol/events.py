@@ -31,7 +31,7 @@ class SessionData(Data):
 
     session_id: str
     workspace: str
-    created_by: str = "jmp"
+    created_by: str = "jmp"  # "jmp", or "jev-harness" for a task-script run
 
 
 class UserData(Data):
@@ -53,7 +53,7 @@ class RunStartedData(Data):
 
 
 class RouteData(Data):
-    """Jev's routing decision over the offered tool names."""
+    """Jev's routing decision over the offered tool names (jev-harness: the tool question)."""
 
     choice: str
     confidence: float
@@ -62,7 +62,62 @@ class RouteData(Data):
     offered: list[str] = msgspec.field(default_factory=list)
     floor: float = 0.35
     model: str = ""
-    question: str = "route"
+    question: str = "route"  # jev-harness: "tool"
+    selection: str = ""  # jev-harness: "match" or "explore"; "" for jmp routes
+    top: float | None = None  # highest returned probability
+    margin: float | None = None  # top minus the second highest
+    accepted: bool = True  # the selection policy accepted the choice
+    method: str = "jev"  # "jev", "single_option" (chosen in code) or "caller" (direct use)
+
+
+class TaskData(Data):
+    """jev-harness: the task script of this session, its inputs (redacted) and its limits."""
+
+    script: str  # absolute path
+    sha256: str  # of the script's bytes when the run began
+    inputs: dict[str, Any] = msgspec.field(default_factory=dict)
+    context: Any = None
+    max_steps: int = 20  # executed operations (the entry capture not counted)
+    timeout_s: float = 120.0  # wall clock for the run
+    toolkits: list[str] = msgspec.field(default_factory=list)
+    tools: list[str] = msgspec.field(default_factory=list)
+    labels: list[str] = msgspec.field(default_factory=list)
+    output: str = ""  # the report's location, as the script gives it
+    tool_selection: str = "match"
+    direct_only: bool = False  # no delegation to Jev (no router, no key)
+
+
+class ParameterData(Data):
+    """jev-harness: one parameter chosen from its offered domain (or a page of it)."""
+
+    tool: str
+    parameter: str
+    question: str  # "<tool>.<parameter>" or "<tool>.<parameter>.page"
+    choice: str  # an option id, or "pageN"
+    selection: str  # "match" or "explore"
+    accepted: bool
+    method: str  # "jev", "single_option" or "caller"
+    probabilities: dict[str, float] = msgspec.field(default_factory=dict)  # the top eight
+    top: float | None = None
+    margin: float | None = None
+    confidence: float | None = None  # Jev's own figure, recorded, never used for the policy
+    offered: int = 0  # how many options the question offered
+    domain: int = 0  # how many options the whole domain held
+    context_bytes: int = 0
+    model: str = ""
+
+
+class ReceiptData(Data):
+    """jev-harness: the artifact receipt after save_report, with the verifier's verdict."""
+
+    call_id: str
+    path: str  # absolute
+    exists: bool
+    match: bool  # the saved file equals the current records
+    record_count: int
+    digest: str  # hex sha256 of the file's bytes
+    sources: list[str] = msgspec.field(default_factory=list)
+    verdict: bool | None = None  # the script's verifier over the records
 
 
 class CompletionReviewData(Data):
@@ -189,6 +244,9 @@ DATA_TYPES: dict[str, type[Data]] = {
     "user": UserData,
     "run_started": RunStartedData,
     "route": RouteData,
+    "task": TaskData,
+    "parameter": ParameterData,
+    "receipt": ReceiptData,
     "completion_review": CompletionReviewData,
     "model_started": ModelStartedData,
     "model_progress": ModelProgressData,

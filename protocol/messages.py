@@ -13,7 +13,7 @@ import msgspec
 WIRE_VERSION = 1
 HEARTBEAT_MS = 200  # both sides send one at least this often while idle or busy
 
-WorkerKind = Literal["router", "generator", "tool"]
+WorkerKind = Literal["router", "generator", "tool", "harness"]
 FailCode = Literal[
     "bad_request",  # the frame or its fields are wrong (msgspec's path in detail)
     "unsupported_version",
@@ -23,6 +23,9 @@ FailCode = Literal[
     "timeout",
     "unknown_tool",
     "internal",
+    "task",  # a task script failed to load or build (harness worker)
+    "unoffered",  # a tool or option id that the task does not offer now (harness worker)
+    "incomplete",  # a parameter missing or extra (harness worker)
 ]
 
 

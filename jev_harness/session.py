@@ -1,0 +1,72 @@
+"""`open_session(...)`: a jev-harness session for direct use from Python (and the MCP server).
+
+The returned `HarnessSession` owns the kernel session (lock, log, artifacts), the harness worker
+that holds the task and, unless `direct_only`, the router worker that puts decisions to Jev:
+
+    with open_session("examples/workspace_task.py", goal, inputs) as s:
+        view = s.observe()                       # state_ref, tools, observation, artifact
+        s.arguments("files.read", {}, view["state_ref"])
+        s.operate("files.read", {"path": "p1"}, view["state_ref"])
+        result = s.delegate()                    # or let Jev run it to the end
+
+Refusals raise `HarnessRejected` whose `code` is a fixed word (HARNESS.md section 7). The kernel
+is imported here, lazily: a task script that imports `jev_harness` never loads it.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kernel.harness.direct import HarnessSession
+
+
+def open_session(
+    script: str | os.PathLike[str],
+    goal: str,
+    inputs: dict[str, Any],
+    context: Any = None,
+    max_steps: int = 20,
+    timeout: float = 120,
+    sessions_dir: str | os.PathLike[str] | None = None,
+    direct_only: bool = False,
+    on_event: Any = None,
+) -> HarnessSession:
+    """Build the task in a harness worker and open its session; see the module docstring.
+
+    A missing TYPESAFE_API_KEY (unless direct_only), an unreadable script or a script whose
+    build raises is an error before any session exists.
+    """
+    from kernel.errors import UsageError
+    from kernel.harness.direct import HarnessSession
+    from kernel.harness.engine import Limits
+    from kernel.harness.opening import open_run
+    from kernel.session import sessions_home
+    from kernel.settings import Settings
+
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise UsageError(f"max_steps must be a whole number >= 1, got {max_steps!r}")
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+        raise UsageError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    opened = open_run(
+        script,
+        goal,
+        inputs,
+        context=context,
+        limits=Limits(max_steps=max_steps, timeout_s=float(timeout)),
+        home=Path(sessions_home(sessions_dir)),
+        settings=Settings.environment(),
+        direct_only=direct_only,
+        on_event=on_event,
+    )
+    return HarnessSession(opened, direct_only)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("HarnessSession", "HarnessRejected"):
+        from kernel.harness import direct
+
+        return getattr(direct, name)
+    raise AttributeError(name)

@@ -1,0 +1,176 @@
+"""Opening a harness run: check, start workers, build the task, then create the session.
+
+Order matters for what a failure leaves behind: a missing key, a missing script or a script
+whose build raises is reported before any session exists; once the session exists, its first
+records are `session` (created_by "jev-harness"), `user` (the goal), `task`, `run_started`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernel.errors import ConfigError, JmpError, UsageError
+from kernel.harness.engine import Engine, Limits
+from kernel.harness.state import check_goal, clean
+from kernel.harness.workers import HarnessWorker, Jev
+from kernel.redact import Redactor
+from kernel.supervisor import WorkerDied, WorkerFailed, make_runtime_dir
+from protocol.events import RunStartedData, TaskData, UserData
+from protocol.harness import TaskLoaded
+
+CREATED_BY = "jev-harness"
+EXTRA_SECRETS = ("CAMOFOX_ACCESS_KEY",)  # secrets a toolkit may use, redacted like model keys
+
+
+class TaskScriptError(JmpError):
+    """The task script could not be loaded or built (its traceback summary in the message)."""
+
+
+@dataclass
+class Opened:
+    """Everything an open harness run owns; `close()` releases all of it."""
+
+    session: Any
+    harness: HarnessWorker
+    jev: Jev | None
+    engine: Engine
+    runtime_dir: Path
+
+    def close(self) -> None:
+        """Stop both workers (whole trees), release the session lock; idempotent."""
+        for worker in (self.jev, self.harness):
+            if worker is not None:
+                worker.close()
+        self.session.close()
+        shutil.rmtree(self.runtime_dir, ignore_errors=True)
+
+
+def script_digest(script: str | os.PathLike[str]) -> tuple[str, str]:
+    """The script's absolute path and the sha256 of its bytes; UsageError if unreadable."""
+    path = Path(script).expanduser().absolute()
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise UsageError(f"task script {script}: {exc.strerror or exc}") from None
+    return str(path), hashlib.sha256(data).hexdigest()
+
+
+def open_run(
+    script: str | os.PathLike[str],
+    goal: str,
+    inputs: dict[str, Any],
+    *,
+    context: Any,
+    limits: Limits,
+    home: Path,
+    settings: Any,
+    direct_only: bool,
+    on_event: Callable[[Any], None] | None = None,
+) -> Opened:
+    """Start the workers, build the task and create the session; nothing is left on failure."""
+    started = time.monotonic()  # --timeout counts from here
+    goal = clean(goal)
+    check_goal(goal)
+    if not isinstance(inputs, dict):
+        raise UsageError("inputs must be a JSON object")
+    if not direct_only and not settings.typesafe_api_key:
+        raise ConfigError("not set: TYPESAFE_API_KEY (Jev decides each tool and parameter)")
+    path, sha256 = script_digest(script)
+    secrets = [*settings.secrets, *(os.environ.get(k, "") for k in EXTRA_SECRETS)]
+    redactor = Redactor(tuple(s for s in secrets if s))
+    runtime = make_runtime_dir()
+    harness = HarnessWorker(runtime, redactor.text)
+    try:
+        harness.start()
+        limit_view = {"max_steps": limits.max_steps, "timeout_s": limits.timeout_s}
+        loaded = _load(harness, path, sha256, inputs, goal, context, limit_view)
+        session = _create(home, on_event, redactor, path, sha256, inputs, context, limits)
+    except BaseException:
+        harness.close()
+        shutil.rmtree(runtime, ignore_errors=True)
+        raise
+    jev = None if direct_only else Jev(session, settings, runtime)
+    try:
+        if jev is not None:
+            jev.start()
+        _first_records(
+            session, goal, path, sha256, inputs, context, limits, loaded, settings, direct_only
+        )
+        engine = Engine(
+            session, harness, jev, goal, limits, loaded, started=started, context=context
+        )
+    except BaseException:
+        Opened(session, harness, jev, None, runtime).close()  # type: ignore[arg-type]
+        raise
+    return Opened(session, harness, jev, engine, runtime)
+
+
+def _load(
+    harness: HarnessWorker,
+    path: str,
+    sha256: str,
+    inputs: dict[str, Any],
+    goal: str,
+    context: Any,
+    limits: dict[str, Any],
+) -> TaskLoaded:
+    try:
+        return harness.load(path, sha256, inputs, goal, context, limits)
+    except WorkerFailed as exc:
+        raise TaskScriptError(f"task script {path}: {exc.detail}") from None
+    except WorkerDied as exc:
+        raise TaskScriptError(f"task script {path}: the harness worker died: {exc}") from None
+
+
+def _create(home: Path, on_event: Any, redactor: Redactor, *_: Any) -> Any:
+    from kernel.session import Session
+
+    return Session.create(
+        home,
+        Path.cwd(),
+        on_event=on_event,
+        secrets=tuple(redactor.secrets),
+        created_by=CREATED_BY,
+    )
+
+
+def _first_records(
+    session: Any,
+    goal: str,
+    path: str,
+    sha256: str,
+    inputs: dict[str, Any],
+    context: Any,
+    limits: Limits,
+    loaded: TaskLoaded,
+    settings: Any,
+    direct_only: bool,
+) -> None:
+    session.append(UserData(text=goal))
+    session.append(
+        TaskData(
+            script=path,
+            sha256=sha256,
+            inputs=inputs,
+            context=context,
+            max_steps=limits.max_steps,
+            timeout_s=limits.timeout_s,
+            toolkits=list(loaded.toolkits),
+            tools=[t.name for t in loaded.tools],
+            labels=list(loaded.labels),
+            output=loaded.output,
+            tool_selection=loaded.tool_selection,
+            direct_only=direct_only,
+        )
+    )
+    model = "" if direct_only else settings.jev_model
+    session.append(
+        RunStartedData(model=model, router_model=model, workspace=str(session.workspace))
+    )
