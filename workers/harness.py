@@ -13,11 +13,12 @@ import hashlib
 import os
 import sys
 import threading
-import traceback
+import time
 import types
 from pathlib import Path
 from typing import Any
 
+from jev_harness.check import traceback_summary
 from protocol.harness import (
     CloseTask,
     DomainOffered,
@@ -41,7 +42,6 @@ from protocol.messages import Msg
 from workers.base import RequestFailed
 
 SCRIPT_MODULE = "jev_task_script"
-TRACE_FRAMES = 4  # frames of a build traceback named in the error (the innermost ones)
 
 
 def load_script(path: str, sha256: str) -> types.ModuleType:
@@ -56,14 +56,6 @@ def load_script(path: str, sha256: str) -> types.ModuleType:
     code = compile(data, path, "exec", dont_inherit=True)
     exec(code, module.__dict__)
     return module
-
-
-def traceback_summary(exc: BaseException) -> str:
-    """`Class: message` and the innermost frames, one line each (never the locals)."""
-    frames = traceback.extract_tb(exc.__traceback__)[-TRACE_FRAMES:]
-    where = "; ".join(f"{Path(f.filename).name}:{f.lineno} in {f.name}" for f in frames)
-    head = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    return f"{head} (at {where})" if where else head
 
 
 def tool_info(tool: Any) -> ToolInfo:
@@ -229,7 +221,9 @@ class HarnessHandler:
                 )
         except OfferError as exc:
             raise RequestFailed(exc.code, exc.detail) from None
+        started = time.monotonic()
         outcome = task.operate(tool, chosen)
+        seconds = time.monotonic() - started
         receipt = receipt_of(task) if tool.effect == "write" else None
         return Operated(
             reply_to=request.id,
@@ -240,6 +234,7 @@ class HarnessHandler:
             source=outcome.source,
             target=outcome.target,
             data=dict(outcome.data),
+            seconds=round(seconds, 6),
             complete=bool(task.complete()),
             receipt=receipt,
         )

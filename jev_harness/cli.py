@@ -1,0 +1,171 @@
+"""`jev-harness`: check-task, run and inspect (HARNESS.md section 6).
+
+Exit status: 0 for `completed`, a sound `check-task` and `inspect`; 2 otherwise (usage errors
+included). With `--json`, `run` prints every persisted event as a JSON line, then one `result`
+line, exactly like `jmp --json`; diagnostics go to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+
+sys.dont_write_bytecode = True  # check-task writes no file at all, bytecode caches included
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+from typing import Any  # noqa: E402
+
+from jev_harness.output import Output  # noqa: E402
+
+
+class UsageProblem(Exception):
+    """A wrong command line, named (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageProblem(f"{message} (see jev-harness --help)")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="jev-harness", description="Run thin task scripts with Jev choosing.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    check = sub.add_parser("check-task", help="check a task script statically (no network)")
+    check.add_argument("file")
+    check.add_argument("--inputs", metavar="JSON", help="also build the task with these inputs")
+    check.add_argument("--json", action="store_true")
+    run = sub.add_parser("run", help="run a task script with Jev deciding each step")
+    run.add_argument("file")
+    run.add_argument("--goal", required=True, metavar="TEXT")
+    run.add_argument("--inputs", required=True, metavar="JSON")
+    run.add_argument("--context", metavar="JSON")
+    run.add_argument("--max-steps", type=int, default=20, metavar="N")
+    run.add_argument("--timeout", type=float, default=120.0, metavar="S")
+    run.add_argument("--sessions-dir", metavar="PATH")
+    run.add_argument("--json", action="store_true")
+    inspect = sub.add_parser("inspect", help="a session's status and receipt")
+    inspect.add_argument("session_id")
+    inspect.add_argument("--sessions-dir", metavar="PATH")
+    inspect.add_argument("--json", action="store_true")
+    return p
+
+
+def json_arg(flag: str, text: str | None, *, obj: bool) -> Any:
+    """Parse --inputs / --context, naming the flag in the error."""
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise UsageProblem(f"{flag} is not valid JSON: {exc}") from None
+    if obj and not isinstance(value, dict):
+        raise UsageProblem(f"{flag} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+def check_task(args: argparse.Namespace, out: Output) -> int:
+    from jev_harness.check import check_task as probe
+
+    inputs = json_arg("--inputs", args.inputs, obj=True)
+    if not os.path.isfile(args.file):
+        raise UsageProblem(f"task script {args.file} does not exist or is not a file")
+    verdict = probe(os.path.abspath(args.file), inputs)
+    out.verdict(verdict)
+    return 0 if verdict.get("ok") else 2
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    from jev_harness.session import open_session
+
+    inputs = json_arg("--inputs", args.inputs, obj=True)
+    context = json_arg("--context", args.context, obj=False)
+    if args.max_steps < 1:
+        raise UsageProblem("--max-steps must be at least 1")
+    if not args.timeout > 0:
+        raise UsageProblem("--timeout must be a positive number of seconds")
+    if not os.environ.get("TYPESAFE_API_KEY", "").strip():
+        raise UsageProblem("not set: TYPESAFE_API_KEY (Jev decides each tool and parameter)")
+    session = open_session(
+        args.file,
+        args.goal,
+        inputs,
+        context=context,
+        max_steps=args.max_steps,
+        timeout=args.timeout,
+        sessions_dir=args.sessions_dir,
+        on_event=out.event,
+    )
+    out.session_id = session.session_id
+    previous = _on_interrupt(session.engine.cancel)
+    try:
+        session.delegate()
+    finally:
+        result = session.close()  # the run's result: its final, written once
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    out.result(result)
+    return 0 if result.get("status") == "completed" else 2
+
+
+def inspect(args: argparse.Namespace, out: Output) -> int:
+    from kernel.catalog import is_session_id, sessions_home
+    from kernel.harness.inspect import inspect_session
+
+    if not is_session_id(args.session_id):
+        raise UsageProblem(f"{args.session_id!r} is not a session id (32 hex digits)")
+    report = inspect_session(sessions_home(args.sessions_dir), args.session_id)
+    out.report(report)
+    return 0
+
+
+def _on_interrupt(cancel: Any) -> Any:
+    """The first Ctrl+C cancels between steps; a second one aborts."""
+
+    def handler(signum: int, frame: Any) -> None:
+        if cancel.is_set():
+            raise KeyboardInterrupt
+        cancel.set()
+
+    try:
+        return signal.signal(signal.SIGINT, handler)
+    except ValueError:
+        return None
+
+
+COMMANDS = {"check-task": check_task, "run": run, "inspect": inspect}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one command; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    out = Output(json="--json" in argv)
+    try:
+        args = parser().parse_args(argv)
+        return COMMANDS[args.command](args, out)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except UsageProblem as exc:
+        return out.fail(str(exc))
+    except KeyboardInterrupt:
+        return out.fail("interrupted", status="cancelled")
+    except Exception as exc:
+        from kernel.errors import JmpError
+
+        if isinstance(exc, JmpError):
+            return out.fail(str(exc))
+        if os.environ.get("JMP_DEBUG") == "1":
+            import traceback
+
+            traceback.print_exc()
+        return out.fail(f"internal error: {type(exc).__name__}: {exc}")
+
+
+def entry() -> None:
+    """Console script `jev-harness`."""
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    entry()

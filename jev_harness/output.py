@@ -1,0 +1,143 @@
+"""What `jev-harness` prints: JSON lines with --json (like `jmp --json`), else a short view.
+
+Everything printed passes through the redactor: the configured keys never reach stdout or
+stderr.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+import time
+from typing import Any, TextIO
+
+KEY_VARIABLES = ("TYPESAFE_API_KEY", "FLASH_API_KEY", "DEEPSEEK_API_KEY", "CAMOFOX_ACCESS_KEY")
+PREVIEW = 160
+
+
+class Output:
+    """Prints events, the final result, check verdicts and inspect reports."""
+
+    def __init__(self, json: bool, out: TextIO | None = None, err: TextIO | None = None) -> None:
+        self.json = json
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+        self.session_id: str | None = None
+        self._lock = threading.Lock()
+        self._secrets = [v for k in KEY_VARIABLES if len(v := os.environ.get(k, "").strip()) >= 6]
+
+    def redact(self, text: str) -> str:
+        for secret in self._secrets:
+            text = text.replace(secret, "[REDACTED]")
+        return text
+
+    def _write(self, text: str, stream: TextIO | None = None) -> None:
+        with self._lock:
+            stream = stream or self.out
+            stream.write(self.redact(text))
+            stream.flush()
+
+    def event(self, event: Any) -> None:
+        """One persisted event (already redacted by the session)."""
+        if self.json:
+            from protocol.codec import encode_event
+
+            self._write(encode_event(event).decode() + "\n")
+            return
+        line = render(event)
+        if line:
+            self._write(line + "\n")
+
+    def result(self, data: dict[str, Any]) -> None:
+        if self.json:
+            self._write(_message("result", data.get("session_id"), data) + "\n")
+            return
+        self._write(f"[{data.get('status')}] session {data.get('session_id')}\n")
+        if data.get("artifact"):
+            self._write(f"receipt: {json.dumps(data['artifact'], ensure_ascii=False)}\n")
+
+    def verdict(self, verdict: dict[str, Any]) -> None:
+        if self.json:
+            self._write(json.dumps(verdict, ensure_ascii=False) + "\n")
+            return
+        tools = ", ".join(t.get("name", "?") for t in verdict.get("tools", []))
+        head = "sound" if verdict.get("ok") else "not sound"
+        lines = [f"check-task: {head}"] + [f"  problem: {p}" for p in verdict.get("problems", [])]
+        if tools:
+            lines.append(f"  tools: {tools}")
+        if verdict.get("labels"):
+            lines.append(f"  labels: {', '.join(verdict['labels'])}")
+        self._write("\n".join(lines) + "\n")
+
+    def report(self, report: dict[str, Any]) -> None:
+        if self.json:
+            self._write(json.dumps(report, ensure_ascii=False) + "\n")
+            return
+        lines = [f"session {report['session_id']}: {report['status']}", report["summary"]]
+        if report.get("artifact"):
+            lines.append("receipt: " + json.dumps(report["artifact"], ensure_ascii=False))
+        self._write("\n".join(line for line in lines if line) + "\n")
+
+    def fail(self, message: str, status: str = "error") -> int:
+        """The error on stderr and, for --json, a result line; returns exit status 2."""
+        self._write(f"jev-harness: error: {message}\n", self.err)
+        if self.json:
+            data = {
+                "session_id": self.session_id,
+                "status": status,
+                "summary": message,
+                "session_dir": None,
+                "artifact": None,
+            }
+            self._write(_message("result", self.session_id, data) + "\n")
+        return 2
+
+
+def _message(kind: str, session_id: str | None, data: dict[str, Any]) -> str:
+    message = {
+        "version": 1,
+        "session_id": session_id,
+        "seq": None,
+        "time": time.time(),
+        "kind": kind,
+        "data": data,
+    }
+    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+
+
+def render(event: Any) -> str | None:
+    """A readable line for the events a person follows; None for the rest."""
+    d = event.data
+    match event.kind:
+        case "session":
+            return f"session {d.session_id}"
+        case "user":
+            return f"goal: {_clip(d.text)}"
+        case "route":
+            return f"tool → {d.choice} ({d.method}, top {_p(d.top)}, accepted {d.accepted})"
+        case "parameter":
+            return f"  {d.question} → {d.choice} ({d.method}, top {_p(d.top)})"
+        case "tool_started":
+            return f"▶ {d.tool} {_clip(d.target)}"
+        case "tool_finished":
+            return f"  {'✓' if d.status == 'ok' else '✗'} {d.tool}: {_clip(d.text)}"
+        case "tool_uncertain":
+            return f"? {d.tool}: outcome unknown ({d.cause})"
+        case "receipt":
+            return f"receipt: {d.path} match {d.match} records {d.record_count}"
+        case "final":
+            return f"\n{d.status}: {d.summary}"
+        case "error":
+            return f"error: {d.error_class}: {d.message}"
+    return None
+
+
+def _p(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def _clip(text: str) -> str:
+    one = " ".join(str(text).split())
+    return one if len(one) <= PREVIEW else one[: PREVIEW - 1] + "…"
