@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from cli.listing import print_sessions
-from kernel.catalog import is_session_id, list_sessions, read_workspace, sessions_home
+from kernel.catalog import (
+    is_session_id,
+    list_sessions,
+    read_created_by,
+    read_workspace,
+    sessions_home,
+)
 from kernel.errors import JmpError, SessionNotFound, UsageError, WorkspaceMismatch
 
 if TYPE_CHECKING:
@@ -89,6 +95,11 @@ def _validate_session(args: argparse.Namespace) -> None:
     directory = home / args.session
     if not is_session_id(args.session) or not (directory / "events.jsonl").is_file():
         raise SessionNotFound(f"no session {args.session!r} in {home} (see jmp --list)")
+    if read_created_by(directory) == "jev-harness":
+        raise UsageError(
+            f"session {args.session} is a jev-harness run: see it with "
+            f"`jev-harness inspect {args.session}` (jmp does not continue task-script runs)"
+        )
     if args.workspace is None:
         return
     try:

@@ -111,6 +111,15 @@ def read_workspace(directory: Path) -> str:
         return str(json.loads(f.readline())["data"]["workspace"])
 
 
+def read_created_by(directory: Path) -> str:
+    """Which front end created the session ("jmp", "jev-harness"); "jmp" when unreadable."""
+    try:
+        with open(directory / "events.jsonl", "rb") as f:
+            return str(json.loads(f.readline())["data"].get("created_by") or "jmp")
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return "jmp"
+
+
 def _summarize(session_id: str, fd: int) -> SessionInfo:
     size = os.fstat(fd).st_size
     head = os.read(fd, HEAD_BYTES)
