@@ -56,6 +56,8 @@ Rules that hold for every log:
 - `result`, the last line of a run: `data` is `{session_id, status, summary, session_dir}`,
   status one of completed, needs_input, blocked, cancelled, error, compacted. Exit status 0
   goes with completed and compacted, 2 with the rest.
+  `jev-harness run --json` prints the same line with one more field, `artifact`: the
+  artifact receipt `{path, exists, match, record_count, digest, sources, verdict}`, or null.
 - `sessions`, the one line of `--list --json`: `data.sessions` is a list of `{session_id,
   workspace, status, last_activity, events, title}`, most recent first. `status` is the last
   `final` record's status, else `new` (no request yet), `running` (a request after the last

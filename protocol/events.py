@@ -115,7 +115,7 @@ class ReceiptData(Data):
     exists: bool
     match: bool  # the saved file equals the current records
     record_count: int
-    digest: str  # hex sha256 of the file's bytes
+    digest: str | None  # hex sha256 of the file's bytes (null: no file)
     sources: list[str] = msgspec.field(default_factory=list)
     verdict: bool | None = None  # the script's verifier over the records
 

@@ -49,7 +49,7 @@ class Receipt(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
     exists: bool
     match: bool
     record_count: int
-    digest: str
+    digest: str | None  # hex sha256 of the file's bytes; None when there is no file
     sources: list[str] = msgspec.field(default_factory=list)
     verdict: bool | None = None
 

@@ -75,9 +75,9 @@ def tool_info(tool: Any) -> ToolInfo:
     )
 
 
-def receipt_of(task: Any) -> Receipt | None:
-    """The task's artifact receipt with the verifier's verdict, or None before any artifact."""
-    raw = task.receipt()
+def receipt_of(task: Any, raw: dict[str, Any] | None = None) -> Receipt | None:
+    """The task's artifact receipt with the verifier's verdict; None for a task without one."""
+    raw = raw or task.receipt()
     if not raw:
         return None
     return Receipt(
@@ -85,7 +85,7 @@ def receipt_of(task: Any) -> Receipt | None:
         exists=bool(raw.get("exists", False)),
         match=bool(raw.get("match", False)),
         record_count=int(raw.get("record_count", 0)),
-        digest=str(raw.get("digest", "")),
+        digest=None if raw.get("digest") is None else str(raw["digest"]),
         sources=[str(s) for s in raw.get("sources", [])],
         verdict=bool(task.complete()),
     )
@@ -224,7 +224,8 @@ class HarnessHandler:
         started = time.monotonic()
         outcome = task.operate(tool, chosen)
         seconds = time.monotonic() - started
-        receipt = receipt_of(task) if tool.effect == "write" else None
+        wrote = outcome.receipt is not None or tool.effect == "write"
+        receipt = receipt_of(task, outcome.receipt) if wrote else None
         return Operated(
             reply_to=request.id,
             status=outcome.status,

@@ -1,0 +1,102 @@
+"""Kills during an operation: the harness worker (worker_exit) and the run process (kernel_exit).
+
+The operation of `items.pick` for the held item writes `<hold>.started` (holding the harness
+worker's pid) and blocks reading a FIFO, so each kill lands mid-operation, after tool_started.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness.helpers import SCRIPTS, HarnessCli
+from tests.helpers_e2e import parse_lines
+from tests.helpers_workers import pid_running, wait_until
+from tests.servers.jev import JevServer
+
+PICK = SCRIPTS / "pick_task.py"
+
+
+@pytest.fixture
+def cli(short_tmp: Path) -> Iterator[HarnessCli]:
+    with JevServer() as jev:
+        yield HarnessCli(short_tmp, jev)
+
+
+def start_held_run(cli: HarnessCli) -> tuple[subprocess.Popen[str], int, Path]:
+    """A run whose first operation is blocked inside the harness worker; (run, worker pid)."""
+    hold = cli.tmp / "hold"
+    os.mkfifo(hold)
+    inputs = {"items": ["a", "b"], "target": "b", "hold": str(hold), "hold_item": "a"}
+    cli.jev.script([{"items.pick.item": "a"}])
+    run = subprocess.Popen(
+        cli.run_argv(PICK, "pick b", inputs),
+        cwd=cli.cwd,
+        env=cli.env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    started = Path(f"{hold}.started")
+    wait_until(lambda: started.exists() and started.read_text(), 60, "the held operation")
+    return run, int(started.read_text()), hold
+
+
+def test_sigkill_of_the_harness_worker_mid_operation_is_uncertain_and_blocked(
+    cli: HarnessCli,
+) -> None:
+    run, worker_pid, _hold = start_held_run(cli)
+    os.kill(worker_pid, signal.SIGKILL)
+    stdout, stderr = run.communicate(timeout=60)
+    assert run.returncode == 2, stderr[-2000:]
+    lines = parse_lines(stdout)
+    result = lines[-1]["data"]
+    assert result["status"] == "blocked" and "uncertain" in result["summary"]
+    events = cli.events(result["session_id"])
+    started = [e for e in events if e["kind"] == "tool_started"]
+    assert len(started) == 1
+    call_id = started[0]["data"]["call_id"]
+    about = [e for e in events if e["data"].get("call_id") == call_id]
+    assert [e["kind"] for e in about] == ["tool_started", "tool_uncertain"]
+    uncertain = about[-1]["data"]
+    assert uncertain["cause"] == "worker_exit" and uncertain["acknowledged"] is False
+    assert uncertain["signal"] == signal.SIGKILL
+    assert events[-1]["kind"] == "final" and events[-1]["data"]["status"] == "blocked"
+    assert not pid_running(worker_pid)
+    # inspect settles nothing more: the uncertainty is already recorded
+    report = cli.inspect(result["session_id"])
+    assert report.code == 0 and report.lines[0]["status"] == "blocked"
+    assert len(cli.events(result["session_id"])) == len(events)
+
+
+def test_sigkill_of_the_run_process_is_settled_by_inspect_as_kernel_exit(
+    cli: HarnessCli,
+) -> None:
+    run, worker_pid, _hold = start_held_run(cli)
+    run.kill()
+    stdout, _stderr = run.communicate(timeout=60)
+    session_id = parse_lines(stdout)[0]["session_id"]
+    # the orphaned harness worker notices its kernel is gone and exits on its own
+    wait_until(lambda: not pid_running(worker_pid), 30, "the harness worker to exit")
+    before = cli.events(session_id)
+    assert before[-1]["kind"] == "tool_started"
+    report = cli.inspect(session_id)
+    assert report.code == 0, report.stderr
+    data = report.lines[0]
+    assert set(data) == {"session_id", "status", "summary", "artifact"}
+    assert data["status"] == "blocked" and "killed" in data["summary"]
+    after = cli.events(session_id)
+    assert [e["kind"] for e in after[len(before) :]] == ["tool_uncertain", "final"]
+    uncertain = after[len(before)]["data"]
+    assert uncertain["cause"] == "kernel_exit"
+    assert uncertain["call_id"] == before[-1]["data"]["call_id"]
+    # a second inspect finds nothing left to settle and re-runs nothing
+    again = cli.inspect(session_id)
+    assert again.code == 0 and len(cli.events(session_id)) == len(after)
+    assert json.loads(again.stdout)["status"] == "blocked"
