@@ -83,9 +83,7 @@ class Session:
                 session_id,
                 1,
                 time.time(),
-                SessionData(
-                    session_id=session_id, workspace=str(workspace), created_by=created_by
-                ),
+                SessionData(session_id=session_id, workspace=str(workspace), created_by=created_by),
             )
             log = EventLog(staging / LOG)
             log.append(first, durable=True)
