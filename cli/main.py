@@ -60,18 +60,23 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--ack-interrupted", action="store_true", help="acknowledge uncertain calls")
     p.add_argument("--list", action="store_true", help="list sessions")
     p.add_argument("--sessions-dir", metavar="PATH", help="session storage (or JMP_SESSIONS_DIR)")
+    p.add_argument(
+        "--acp", action="store_true", help="serve the Agent Client Protocol on stdin/stdout"
+    )
     return p
 
 
 def _validate(args: argparse.Namespace) -> None:
     """Every usage error, checked before anything is created."""
+    if args.acp:
+        extra = [f for f in (*_RUN_FLAGS, "list", "json") if getattr(args, f) not in (None, False)]
+        if extra:
+            raise UsageError(f"--acp takes no prompt, session or run options (got {_named(extra)})")
+        return
     if args.list:
         extra = [f for f in _RUN_FLAGS if getattr(args, f) not in (None, False)]
         if extra:
-            named = ", ".join(
-                "a prompt" if f == "prompt" else "--" + f.replace("_", "-") for f in extra
-            )
-            raise UsageError(f"--list takes no run options (got {named})")
+            raise UsageError(f"--list takes no run options (got {_named(extra)})")
         return
     if args.prompt is not None and not args.prompt.strip():
         raise UsageError("the prompt is empty")
@@ -88,6 +93,10 @@ def _validate(args: argparse.Namespace) -> None:
             raise UsageError(f"--workspace {args.workspace} does not exist or is not a directory")
     if args.session is not None:
         _validate_session(args)
+
+
+def _named(flags: list[str]) -> str:
+    return ", ".join("a prompt" if f == "prompt" else "--" + f.replace("_", "-") for f in flags)
 
 
 def _validate_session(args: argparse.Namespace) -> None:
@@ -146,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.list:
             print_sessions(list_sessions(sessions_home(args.sessions_dir)), args.json)
             return 0
+        if args.acp:
+            from acp_server.main import serve
+
+            return serve(args.sessions_dir)
         printer = _printer(as_json)
         return _run(args, printer)
     except JmpError as exc:

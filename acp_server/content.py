@@ -1,0 +1,44 @@
+"""A prompt's content blocks as the request text jmp records (text in, nothing else guessed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from acp import RequestError
+from acp.schema import (
+    EmbeddedResourceContentBlock,
+    ResourceContentBlock,
+    TextContentBlock,
+    TextResourceContents,
+)
+
+ACCEPTED = "text, resource links and embedded text resources"
+
+
+def prompt_text(blocks: Sequence[Any]) -> str:
+    """Text blocks verbatim, links as [name](uri), embedded text as a fenced context block.
+
+    Images, audio and binary resources are refused (the capabilities say so), as is an empty
+    prompt, before anything is recorded.
+    """
+    parts: list[str] = []
+    for block in blocks:
+        if isinstance(block, TextContentBlock):
+            parts.append(block.text)
+        elif isinstance(block, ResourceContentBlock):
+            parts.append(f"[{block.title or block.name}]({block.uri})")
+        elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(
+            block.resource, TextResourceContents
+        ):
+            resource = block.resource
+            parts.append(f"\n\nContext from {resource.uri}:\n```\n{resource.text}\n```\n")
+        else:
+            kind = getattr(block, "type", type(block).__name__)
+            raise RequestError.invalid_params(
+                {"reason": f"jmp does not accept {kind} content; it accepts {ACCEPTED}"}
+            )
+    text = "".join(parts)
+    if not text.strip():
+        raise RequestError.invalid_params({"reason": "the prompt is empty"})
+    return text

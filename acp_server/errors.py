@@ -1,0 +1,32 @@
+"""jmp's errors as JSON-RPC errors: the message is the redacted text the CLI would print."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+
+from acp import RequestError
+
+from kernel.errors import JmpError, SessionNotFound, UsageError, WorkspaceMismatch
+from kernel.redact import Redactor
+
+JMP_ERROR = -32001  # a named jmp error (missing key, session in use, ...): see DECISIONS
+NOT_FOUND = -32002  # the ACP spec's "resource not found"
+INVALID_PARAMS = -32602
+INTERNAL = -32603
+
+
+def as_request_error(exc: BaseException, redactor: Redactor) -> RequestError:
+    """A RequestError whose message names the problem; keys never leave, even here."""
+    message = redactor.text(str(exc))
+    data = {"errorClass": type(exc).__name__}
+    if isinstance(exc, SessionNotFound):
+        return RequestError(NOT_FOUND, message, data)
+    if isinstance(exc, UsageError | WorkspaceMismatch):
+        return RequestError(INVALID_PARAMS, message, data)
+    if isinstance(exc, JmpError):
+        return RequestError(JMP_ERROR, message, data)
+    if os.environ.get("JMP_DEBUG") == "1":
+        print(redactor.text("".join(traceback.format_exception(exc))), file=sys.stderr)
+    return RequestError(INTERNAL, f"internal error: {type(exc).__name__}: {message}", data)

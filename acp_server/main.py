@@ -1,0 +1,81 @@
+"""`jmp --acp`: serve ACP on stdio until stdin ends; exit 0 with every session released.
+
+Stdout carries JSON-RPC only: the real stdout is moved to a private descriptor for the SDK's
+writer, and fd 1 is pointed at stderr, so a stray print (ours, a library's, an inherited child's)
+cannot corrupt the stream. Everything written to stderr goes through the redactor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from typing import Any
+
+from kernel.redact import Redactor
+
+BUFFER_LIMIT_BYTES = 50 * 1024 * 1024  # the SDK's default: one JSON-RPC line may be large
+
+
+class _RedactingFormatter(logging.Formatter):
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__("jmp acp: %(levelname)s %(message)s")
+        self.redactor = redactor
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self.redactor.text(super().format(record))
+
+
+def serve(sessions_dir: str | None = None) -> int:
+    """Run the ACP agent on this process's stdio; returns 0 on stdin EOF or SIGTERM."""
+    from acp_server.sessions import Config
+    from kernel.catalog import sessions_home
+
+    out_fd = os.dup(1)  # non-inheritable: workers never hold the client's pipe open
+    os.dup2(2, 1)
+    config = Config(sessions_home(sessions_dir))
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_RedactingFormatter(config.redactor))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
+    with os.fdopen(out_fd, "wb", buffering=0) as out:
+        asyncio.run(_serve(config, out))
+    return 0
+
+
+async def _serve(config: Any, out: Any) -> None:
+    from acp import run_agent, stdio_streams
+
+    from acp_server.server import JmpAcpAgent
+
+    agent = JmpAcpAgent(config, version=_version())
+    saved = sys.stdout
+    sys.stdout = out  # only for the SDK's helper, which binds the pipe it is given
+    try:
+        reader, writer = await stdio_streams(limit=BUFFER_LIMIT_BYTES)
+    finally:
+        sys.stdout = saved
+    serving = asyncio.ensure_future(run_agent(agent, writer, reader))
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, serving.cancel)
+    try:
+        with contextlib.suppress(asyncio.CancelledError):
+            await serving
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        await agent.shutdown()
+        with contextlib.suppress(Exception):
+            writer.close()
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("jmp")
+    except metadata.PackageNotFoundError:
+        return "0"

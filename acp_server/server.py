@@ -1,0 +1,260 @@
+"""The ACP agent: initialize, session/new, /load, /list, /prompt, /cancel over the SDK's router.
+
+The event loop only routes messages; every kernel call runs in a worker thread, so the
+connection stays responsive (a cancel arrives while a prompt runs). A run's events become
+updates through a blocking send from its thread: every update of a turn is written before the
+turn's response, in log order. One prompt per session at a time; many sessions per process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import sys
+from collections.abc import Callable, Sequence
+from functools import partial
+from typing import Any, TypeVar
+
+from acp import PROTOCOL_VERSION, RequestError
+from acp.interfaces import Client
+from acp.schema import (
+    AgentCapabilities,
+    Implementation,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    McpCapabilities,
+    NewSessionResponse,
+    PromptCapabilities,
+    PromptResponse,
+    SessionCapabilities,
+    SessionListCapabilities,
+)
+
+from acp_server import permission, sessions
+from acp_server.content import prompt_text
+from acp_server.errors import as_request_error
+from acp_server.sessions import ClientServer, Config, Handle
+from acp_server.updates import Translator, Update
+from kernel import pending
+from kernel.catalog import list_sessions
+from protocol.events import Event
+
+SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
+SEND_POLL_S = 1.0  # how often a blocked send looks whether the connection went away
+T = TypeVar("T")
+
+
+class JmpAcpAgent:
+    """jmp behind the ACP `Agent` interface (the SDK calls these with snake_case fields)."""
+
+    def __init__(self, config: Config, version: str = "") -> None:
+        self.config = config
+        self.version = version
+        self.handles: dict[str, Handle] = {}
+        self.closed = False
+        self.client: Client | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._pool = concurrent.futures.ThreadPoolExecutor(32, thread_name_prefix="acp-session")
+
+    def on_connect(self, conn: Client) -> None:
+        self.client = conn
+        self._loop = asyncio.get_running_loop()
+
+    # --- lifecycle ----------------------------------------------------------------------
+
+    async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
+        """The client's version if supported, else the latest (the spec's negotiation)."""
+        chosen = protocol_version if protocol_version in SUPPORTED_VERSIONS else PROTOCOL_VERSION
+        return InitializeResponse(
+            protocol_version=chosen,
+            agent_capabilities=AgentCapabilities(
+                load_session=True,
+                prompt_capabilities=PromptCapabilities(
+                    image=False, audio=False, embedded_context=True
+                ),
+                mcp_capabilities=McpCapabilities(http=True, sse=True),
+                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
+            ),
+            auth_methods=[],
+            agent_info=Implementation(name="jmp", title="jmp", version=self.version or "0"),
+        )
+
+    async def authenticate(self, method_id: str, **_: Any) -> None:
+        reason = "jmp has no auth methods: its keys come from the environment"
+        raise RequestError.invalid_params({"reason": reason})
+
+    async def new_session(
+        self, cwd: str, mcp_servers: Sequence[ClientServer] | None = None, **_: Any
+    ) -> NewSessionResponse:
+        sink = _Sink(self)
+        handle = await self._call(
+            partial(sessions.create, self.config, cwd, list(mcp_servers or ()), sink)
+        )
+        sink.bind(handle)
+        self.handles[handle.id] = handle
+        return NewSessionResponse(session_id=handle.id)
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Sequence[ClientServer] | None = None,
+        **_: Any,
+    ) -> LoadSessionResponse:
+        """Replay the history as updates, all before this response."""
+        previous = self.handles.get(session_id)
+        if previous is not None:
+            if previous.busy:
+                raise RequestError(-32001, f"session {session_id} has a prompt running")
+            del self.handles[session_id]
+            await self._call(previous.close)  # reopened below with the client's servers
+        sink = _Sink(self)
+        handle = await self._call(
+            partial(sessions.load, self.config, session_id, cwd, list(mcp_servers or ()), sink)
+        )
+        self.handles[handle.id] = handle
+        translator = sink.bind(handle)
+        for update in translator.replay(list(handle.session.events)):
+            await self._send(handle, update)
+        return LoadSessionResponse()
+
+    async def list_sessions(self, cwd: str | None = None, **_: Any) -> ListSessionsResponse:
+        from acp_server.listing import session_infos
+
+        infos = await self._call(partial(list_sessions, self.config.home))
+        return ListSessionsResponse(sessions=session_infos(infos, cwd))
+
+    # --- prompts ------------------------------------------------------------------------
+
+    async def prompt(self, prompt: list[Any], session_id: str, **_: Any) -> PromptResponse:
+        """One turn: ask about uncertain calls, then one Agent.run in a thread."""
+        handle = self._handle(session_id)
+        text = prompt_text(prompt)
+        if handle.busy:
+            raise RequestError(-32001, f"session {session_id} already has a prompt running")
+        handle.busy = True
+        try:
+            await self._call(lambda: self.config.settings().require_keys())
+            handle.agent.cancel.clear()
+            acknowledge = False
+            waiting = pending.unsettled(handle.session.events)
+            if waiting:
+                choice = await permission.ask(self, handle, waiting)
+                if choice is None:
+                    return PromptResponse(stop_reason="cancelled")
+                acknowledge = choice
+            result = await self._call(partial(handle.run, text, acknowledge), handle)
+        finally:
+            handle.busy = False
+        if result["status"] == "cancelled":
+            return PromptResponse(stop_reason="cancelled")
+        return PromptResponse(stop_reason="end_turn")
+
+    async def cancel(self, session_id: str, **_: Any) -> None:
+        """Set the run's cancel Event; the prompt answers `cancelled` when the run stops."""
+        handle = self.handles.get(session_id)
+        if handle is not None:
+            handle.agent.cancel.set()
+
+    # --- plumbing -----------------------------------------------------------------------
+
+    def _handle(self, session_id: str) -> Handle:
+        handle = self.handles.get(session_id)
+        if handle is None:
+            raise RequestError(
+                -32002, f"session {session_id} is not open here: use session/new or session/load"
+            )
+        return handle
+
+    async def _call(self, fn: Callable[[], T], handle: Handle | None = None) -> T:
+        """fn in a worker thread; kernel errors become JSON-RPC errors with redacted text."""
+        future = self._pool.submit(fn)
+        if handle is not None:
+            handle.running = future
+        try:
+            return await asyncio.wrap_future(future)
+        except RequestError:
+            raise
+        except Exception as exc:
+            raise as_request_error(exc, self.config.redactor) from None
+
+    async def _send(self, handle: Handle, update: Update) -> None:
+        if self.client is None or self.closed:
+            return
+        clean = _redacted(update, handle.session.redactor)
+        await self.client.session_update(session_id=handle.id, update=clean)
+
+    def send_from_thread(self, handle: Handle, update: Update) -> None:
+        """Blocking send from a run's thread, so updates keep log order and precede the
+        response; gives up when the connection is gone."""
+        loop = self._loop
+        if loop is None or self.closed:
+            return
+        if _on_loop(loop):  # never block the loop on itself
+            loop.create_task(self._send(handle, update))
+            return
+        future = asyncio.run_coroutine_threadsafe(self._send(handle, update), loop)
+        while True:
+            try:
+                future.result(timeout=SEND_POLL_S)
+                return
+            except concurrent.futures.TimeoutError:
+                if self.closed:
+                    future.cancel()
+                    return
+            except (ConnectionError, concurrent.futures.CancelledError, RuntimeError):
+                return
+
+    async def shutdown(self) -> None:
+        """Cancel every run, wait for it, release every session's workers and lock."""
+        self.closed = True
+        for handle in self.handles.values():
+            handle.agent.cancel.set()
+        await asyncio.to_thread(self._close_all)
+        self._pool.shutdown(wait=True)
+
+    def _close_all(self) -> None:
+        for handle in list(self.handles.values()):
+            if handle.running is not None:
+                concurrent.futures.wait([handle.running])
+            try:
+                handle.close()
+            except Exception as exc:  # one stubborn session must not keep others locked
+                message = self.config.redactor.text(f"{type(exc).__name__}: {exc}")
+                print(f"jmp: closing session {handle.id} failed: {message}", file=sys.stderr)
+        self.handles.clear()
+
+
+class _Sink:
+    """A session's on_event subscriber: translate, then send (blocking) from the run thread."""
+
+    def __init__(self, server: JmpAcpAgent) -> None:
+        self.server = server
+        self.handle: Handle | None = None
+        self.translator: Translator | None = None
+
+    def bind(self, handle: Handle) -> Translator:
+        session = handle.session
+        self.translator = Translator(session.workspace, session.artifacts.read_text)
+        self.handle = handle
+        return self.translator
+
+    def __call__(self, event: Event) -> None:
+        if self.handle is None or self.translator is None:
+            return  # events while opening (the session record, a torn-line error)
+        for update in self.translator.live(event):
+            self.server.send_from_thread(self.handle, update)
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
+
+
+def _redacted(update: Update, redactor: Any) -> Update:
+    """The update with every string passed through the session's redactor."""
+    plain = update.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return type(update).model_validate(redactor.value(plain))

@@ -1,0 +1,166 @@
+"""Opening sessions for ACP clients: settings, MCP servers (configured + the client's), handles.
+
+Everything here is synchronous and runs in a worker thread, never on the event loop: opening a
+session takes its lock and reads its log, and a subscriber may block on the connection.
+A session stays open (locked, its workers alive between prompts) until the process ends.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from acp.schema import AcpMcpServer, HttpMcpServer, McpServerStdio, SseMcpServer
+
+from kernel.errors import ConfigError, UsageError, WorkspaceMismatch
+from kernel.redact import Redactor
+from main import Agent, Models, Session, Settings, Tools, instructions, load_servers
+from protocol.events import Event
+
+ClientServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
+EventSink = Callable[[Event], None]
+
+
+class Config:
+    """Process-wide settings and the configured MCP servers, each read once, errors kept."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+        self.redactor = Redactor()
+        self._lock = threading.Lock()
+        self._settings: Settings | ConfigError | None = None
+        self._servers: Any = None
+
+    def settings(self) -> Settings:
+        """The environment's settings; a bad value raises the same ConfigError every time."""
+        with self._lock:
+            if self._settings is None:
+                try:
+                    self._settings = Settings.environment()
+                    self.redactor.add(*self._settings.secrets)
+                except ConfigError as exc:
+                    self._settings = exc
+            if isinstance(self._settings, ConfigError):
+                raise self._settings
+            return self._settings
+
+    def servers(self, client: Sequence[ClientServer]) -> Any:
+        """The configured servers plus the client's; a name used twice is a ConfigError."""
+        with self._lock:
+            if self._servers is None:
+                self._servers = load_servers()  # read once (CONTRACT 10)
+                self.redactor.add(*self._servers.secrets)
+        configured = self._servers
+        merged = dict(configured.servers)
+        for name, spec in client_servers(client).items():
+            if name in merged:
+                where = f" in {configured.path}" if configured.path else ""
+                raise ConfigError(
+                    f"MCP server name clash: the client's server {name!r} has the same name as a "
+                    f"configured server{where}; rename one of them"
+                )
+            merged[name] = spec
+        combined = type(configured)(merged, configured.path)
+        self.redactor.add(*combined.secrets)
+        return combined
+
+
+def client_servers(client: Sequence[ClientServer]) -> dict[str, Any]:
+    """The client's `mcpServers` as validated config entries (the CLI's own validation)."""
+    from kernel.mcp_config import parse_servers
+
+    entries: dict[str, dict[str, Any]] = {}
+    for server in client:
+        if server.name in entries:
+            raise ConfigError(f"the client's mcpServers name {server.name!r} twice")
+        entries[server.name] = _entry(server)
+    try:
+        return dict(parse_servers({"mcpServers": entries}))
+    except ValueError as exc:
+        raise ConfigError(f"the client's mcpServers: {exc}") from None
+
+
+def _entry(server: ClientServer) -> dict[str, Any]:
+    if isinstance(server, McpServerStdio):
+        env = {item.name: item.value for item in server.env}
+        return {"command": server.command, "args": list(server.args), "env": env}
+    if isinstance(server, HttpMcpServer | SseMcpServer):
+        headers = {item.name: item.value for item in server.headers}
+        return {"url": server.url, "headers": headers, "transport": server.type}
+    raise ConfigError(f"MCP server {server.name!r}: the ACP transport is not supported")
+
+
+class Handle:
+    """One open session served to the client: its agent, and whether a prompt runs on it."""
+
+    def __init__(self, session: Session, agent: Agent) -> None:
+        self.session = session
+        self.agent = agent
+        self.busy = False
+        self.running: Any = None  # the concurrent Future of the prompt in progress
+
+    @property
+    def id(self) -> str:
+        return self.session.id
+
+    def run(self, text: str, acknowledge: bool) -> dict[str, Any]:
+        """One `Agent.run` for a prompt (in a worker thread)."""
+        return self.agent.run(prompt=text, acknowledge_pending=acknowledge)
+
+    def close(self) -> None:
+        """Workers and the lock released; idempotent."""
+        self.agent.close()
+
+
+def workspace_of(cwd: str) -> Path:
+    """The client's cwd as a workspace: absolute and an existing directory."""
+    path = Path(cwd)
+    if not path.is_absolute():
+        raise UsageError(f"cwd {cwd!r} must be an absolute path")
+    if not path.is_dir():
+        raise UsageError(f"cwd {cwd} does not exist or is not a directory")
+    return path.resolve()
+
+
+def create(config: Config, cwd: str, client: Sequence[ClientServer], sink: EventSink) -> Handle:
+    """A new session bound to cwd; keys are checked before anything is created."""
+    settings = config.settings()
+    settings.require_keys()
+    workspace = workspace_of(cwd)
+    servers = config.servers(client)
+    secrets = (*settings.secrets, *servers.secrets)
+    session = Session.create(config.home, workspace, on_event=sink, secrets=secrets)
+    return _handle(session, settings, servers)
+
+
+def load(
+    config: Config, session_id: str, cwd: str, client: Sequence[ClientServer], sink: EventSink
+) -> Handle:
+    """Lock and load a session; a cwd other than its workspace is refused, as in the CLI."""
+    settings = config.settings()
+    servers = config.servers(client)
+    session = Session.open(
+        config.home, session_id, on_event=sink, secrets=(*settings.secrets, *servers.secrets)
+    )
+    try:
+        if workspace_of(cwd) != session.workspace.resolve():
+            raise WorkspaceMismatch(
+                f"session {session.id} is bound to workspace {session.workspace}; cwd {cwd} differs"
+            )
+        return _handle(session, settings, servers)
+    except BaseException:
+        session.close()
+        raise
+
+
+def _handle(session: Session, settings: Settings, servers: Any) -> Handle:
+    try:
+        models = Models(session, settings)
+        tools = Tools(session.workspace, session.directory / "terminal", servers)
+        agent = Agent(session, models, tools, instructions=instructions(), cancel=threading.Event())
+    except BaseException:
+        session.close()
+        raise
+    return Handle(session, agent)

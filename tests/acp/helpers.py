@@ -1,0 +1,109 @@
+"""Driving `python main.py --acp` with the ACP SDK's own client side, over real stdio pipes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from acp import spawn_agent_process, text_block
+from acp.schema import (
+    AllowedOutcome,
+    DeniedOutcome,
+    PermissionOption,
+    RequestPermissionResponse,
+    ToolCallUpdate,
+)
+
+from tests.helpers_e2e import ROOT, Jmp
+
+
+@dataclass
+class Recorder:
+    """The client: records every update, answers permission requests as scripted."""
+
+    updates: list[tuple[str, Any]] = field(default_factory=list)
+    permissions: list[tuple[ToolCallUpdate, list[PermissionOption]]] = field(default_factory=list)
+    choice: str | None = "acknowledge"  # option id to select; None answers "cancelled"
+    waiters: list[tuple[Any, asyncio.Future[None]]] = field(default_factory=list)
+
+    async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
+        self.updates.append((session_id, update))
+        for predicate, future in list(self.waiters):
+            if not future.done() and predicate(update):
+                future.set_result(None)
+
+    async def request_permission(
+        self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **_: Any
+    ) -> RequestPermissionResponse:
+        self.permissions.append((tool_call, options))
+        if self.choice is None:
+            return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
+        return RequestPermissionResponse(
+            outcome=AllowedOutcome(outcome="selected", option_id=self.choice)
+        )
+
+    async def wait_for(self, predicate: Any, timeout: float = 60) -> None:
+        """Until an update matching predicate arrives (now or already)."""
+        if any(predicate(u) for _, u in self.updates):
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.waiters.append((predicate, future))
+        await asyncio.wait_for(future, timeout)
+
+    def kinds(self, session_id: str | None = None) -> list[str]:
+        return [u.session_update for s, u in self.updates if session_id in (None, s)]
+
+    def of(self, kind: str) -> list[Any]:
+        return [u for _, u in self.updates if u.session_update == kind]
+
+    def text(self) -> str:
+        return "".join(u.content.text for u in self.of("agent_message_chunk"))
+
+    def clear(self) -> None:
+        self.updates.clear()
+
+
+@dataclass
+class Agent:
+    conn: Any
+    process: Any
+    client: Recorder
+    stderr: Path
+
+    async def new(self, cwd: Path, **kw: Any) -> str:
+        await self.conn.initialize(protocol_version=1)
+        reply = await self.conn.new_session(cwd=str(cwd), mcp_servers=kw.get("mcp_servers", []))
+        return str(reply.session_id)
+
+    async def prompt(self, session_id: str, text: str) -> str:
+        reply = await self.conn.prompt(session_id=session_id, prompt=[text_block(text)])
+        return str(reply.stop_reason)
+
+
+@contextlib.asynccontextmanager
+async def acp_agent(
+    jmp: Jmp, env: dict[str, str] | None = None, name: str = "agent"
+) -> AsyncIterator[Agent]:
+    """`python main.py --acp` as a child, stderr to a file; closing stdin ends it."""
+    stderr = jmp.tmp / f"{name}.stderr"
+    client = Recorder()
+    with stderr.open("wb") as err:
+        async with spawn_agent_process(
+            client,
+            sys.executable,
+            str(ROOT / "main.py"),
+            "--acp",
+            env=env or jmp.env(),
+            cwd=jmp.workspace,
+            transport_kwargs={"stderr": err, "shutdown_timeout": 60.0},
+        ) as (conn, process):
+            yield Agent(conn, process, client, stderr)
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
