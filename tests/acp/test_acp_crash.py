@@ -1,0 +1,106 @@
+"""kill -9 of `jmp --acp` mid-command: the next load shows the call as unknown, the next
+prompt asks the person, and once acknowledged it continues without re-running the command."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+
+import psutil
+
+from tests.acp.helpers import acp_agent, run
+from tests.helpers_e2e import Jmp
+
+COMMAND = "echo ran >> effect.txt; sleep 30.8765"
+
+
+def effect_lines(jmp: Jmp) -> int:
+    path = jmp.workspace / "effect.txt"
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def left_running(jmp: Jmp, timeout: float = 10.0) -> list[psutil.Process]:
+    """Processes of this test (by its sessions dir or the command) still alive after timeout."""
+
+    def scan() -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter():
+            try:
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                mine = proc.environ().get("JMP_SESSIONS_DIR") == str(jmp.home)
+                if mine or "sleep 30.8765" in " ".join(proc.cmdline()):
+                    found.append(proc)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        return found
+
+    deadline = time.monotonic() + timeout
+    while scan() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return scan()
+
+
+def test_kill_9_mid_command_then_load_ask_and_continue(jmp: Jmp) -> None:
+    jmp.jev.script([{"route": "bash"}])
+    jmp.flash.queue([{"tool_call": {"arguments": {"command": COMMAND}}}])
+
+    async def crash() -> str:
+        async with acp_agent(jmp, name="killed") as agent:
+            session = await agent.new(jmp.workspace)
+            turn = asyncio.create_task(agent.prompt(session, "run the slow job"))
+            await agent.client.wait_for(lambda u: u.session_update == "tool_call")
+            while effect_lines(jmp) == 0:
+                await asyncio.sleep(0.05)
+            os.kill(agent.process.pid, signal.SIGKILL)
+            with contextlib.suppress(ConnectionError):
+                await asyncio.wait_for(turn, 30)
+        assert agent.process.returncode == -signal.SIGKILL
+        return session
+
+    session = run(crash())
+    assert not left_running(jmp), "a worker or the command outlived the killed agent"
+    assert effect_lines(jmp) == 1
+
+    async def resume() -> None:
+        async with acp_agent(jmp, name="resumed") as agent:
+            client = agent.client
+            await agent.conn.initialize(protocol_version=1)
+            await agent.conn.load_session(cwd=str(jmp.workspace), session_id=session, mcp_servers=[])
+            assert client.kinds() == ["user_message_chunk", "tool_call", "tool_call_update"]
+            (replayed,) = client.of("tool_call_update")
+            assert replayed.status == "failed" and "unknown" in replayed.content[0].content.text
+
+            client.choice = "stop"
+            routed = len(jmp.jev.systemone_bodies())
+            assert await agent.prompt(session, "carry on") == "end_turn"
+            (asked, options) = client.permissions[0]
+            assert "bash" in asked.content[0].content.text
+            assert "sleep 30.8765" in asked.content[0].content.text
+            assert {o.kind for o in options} == {"allow_once", "reject_once"}
+            assert "--ack-interrupted" in client.text()  # blocked: the reason is the message
+            assert len(jmp.jev.systemone_bodies()) == routed  # blocked: no model was asked
+
+            client.clear()
+            client.choice = "acknowledge"
+            jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
+            jmp.flash.queue([{"text": "Checked: it ran once."}])
+            assert await agent.prompt(session, "carry on, it is fine") == "end_turn"
+            assert len(client.permissions) == 2
+            assert client.text() == "Checked: it ran once."
+            assert [u.status for u in client.of("tool_call_update")] == ["failed"]
+        assert agent.process.returncode == 0
+
+    run(resume())
+    assert effect_lines(jmp) == 1  # never re-run
+    log = jmp.log(session)
+    records = [e["data"] for e in log if e["kind"] == "tool_uncertain"]
+    assert [(r["cause"], r["acknowledged"]) for r in records] == [
+        ("kernel_exit", False),
+        ("kernel_exit", True),
+    ]
+    assert [e["data"]["status"] for e in log if e["kind"] == "final"] == ["blocked", "completed"]
+    assert not left_running(jmp)

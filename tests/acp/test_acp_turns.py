@@ -1,0 +1,116 @@
+"""`jmp --acp`: cancel mid-stream, one prompt per session, missing keys, the session lock."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+from acp import RequestError
+
+from tests.acp.helpers import acp_agent, run
+from tests.helpers_e2e import ROOT, Jmp
+
+LONG_ANSWER = "This answer streams slowly. " * 40
+
+
+async def until(condition: object, timeout: float = 60) -> None:
+    """Wait for a condition on the loopback servers (they record requests as they arrive)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():  # type: ignore[operator]
+        assert loop.time() < deadline, "condition not met"
+        await asyncio.sleep(0.05)
+
+
+def answer_requested(jmp: Jmp) -> bool:
+    return any(not body.get("tools") for body in jmp.flash.completions())
+
+
+def test_cancel_during_a_streamed_answer_then_a_new_prompt(jmp: Jmp) -> None:
+    jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
+    jmp.flash.fault("slow", count=1, seconds=1.0)
+    jmp.flash.queue([{"text": LONG_ANSWER}])
+
+    async def scenario() -> None:
+        async with acp_agent(jmp) as agent:
+            session = await agent.new(jmp.workspace)
+            turn = asyncio.create_task(agent.prompt(session, "explain slowly"))
+            await until(lambda: answer_requested(jmp))
+            with pytest.raises(RequestError, match="already has a prompt running"):
+                await agent.prompt(session, "a second prompt meanwhile")
+            await agent.conn.cancel(session_id=session)
+            assert await asyncio.wait_for(turn, 30) == "cancelled"
+            assert not agent.client.of("agent_message_chunk")  # no partial answer went out
+            jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
+            jmp.flash.queue([{"text": "Short answer."}])
+            assert await agent.prompt(session, "briefly then") == "end_turn"
+            assert agent.client.text() == "Short answer."
+        finals = [e["data"]["status"] for e in jmp.log(session) if e["kind"] == "final"]
+        assert finals == ["cancelled", "completed"]
+        users = [e["data"]["text"] for e in jmp.log(session) if e["kind"] == "user"]
+        assert users == ["explain slowly", "briefly then"]  # the refused one left no trace
+
+    run(scenario())
+
+
+def test_a_missing_key_is_a_clear_error_and_records_nothing(jmp: Jmp) -> None:
+    no_jev = jmp.env()
+    del no_jev["TYPESAFE_API_KEY"]
+    jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
+    jmp.flash.queue([{"text": "Hi."}])
+
+    async def scenario() -> str:
+        async with acp_agent(jmp, env=no_jev, name="nokey") as agent:
+            with pytest.raises(RequestError) as refused:
+                await agent.new(jmp.workspace)
+            assert "TYPESAFE_API_KEY" in str(refused.value)
+        assert not jmp.home.exists() or not any(jmp.home.iterdir())
+        async with acp_agent(jmp) as agent:
+            session = await agent.new(jmp.workspace)
+            assert await agent.prompt(session, "hello") == "end_turn"
+        before = jmp.log(session)
+        async with acp_agent(jmp, env=no_jev, name="nokey2") as agent:
+            await agent.conn.initialize(protocol_version=1)
+            await agent.conn.load_session(cwd=str(jmp.workspace), session_id=session, mcp_servers=[])
+            assert agent.client.text() == "Hi."  # a replay needs no key
+            with pytest.raises(RequestError) as refused:
+                await agent.prompt(session, "a refused prompt")
+            assert "TYPESAFE_API_KEY" in str(refused.value)
+        assert agent.process.returncode == 0
+        assert jmp.log(session) == before  # no user record, nothing at all
+        return session
+
+    session = run(scenario())
+    listing = subprocess.run(
+        [sys.executable, str(ROOT / "main.py"), "--list", "--json"],
+        env=jmp.env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert session in listing.stdout
+
+
+def test_a_second_process_on_a_session_in_use_names_the_holder(jmp: Jmp) -> None:
+    async def scenario() -> None:
+        async with acp_agent(jmp, name="first") as first:
+            session = await first.new(jmp.workspace)
+            async with acp_agent(jmp, name="second") as second:
+                await second.conn.initialize(protocol_version=1)
+                with pytest.raises(RequestError) as refused:
+                    await second.conn.load_session(
+                        cwd=str(jmp.workspace), session_id=session, mcp_servers=[]
+                    )
+                assert f"process {first.process.pid}" in str(refused.value)
+                assert not second.client.updates
+            cli = await asyncio.to_thread(
+                jmp.run, "--session", session, "from the command line", timeout=60
+            )
+            assert cli.code == 2 and f"process {first.process.pid}" in cli.stderr
+        assert first.process.returncode == 0
+        users = [e for e in jmp.log(session) if e["kind"] == "user"]
+        assert users == []  # neither refused writer recorded anything
+
+    run(scenario())
