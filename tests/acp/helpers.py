@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sys
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 from acp import spawn_agent_process, text_block
 from acp.schema import (
     AllowedOutcome,
@@ -107,3 +109,25 @@ async def acp_agent(
 
 def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
+
+
+def left_running(jmp: Jmp, marker: str = "", timeout: float = 10.0) -> list[psutil.Process]:
+    """This test's processes (by its sessions dir, or a command marker) alive after timeout."""
+
+    def scan() -> list[psutil.Process]:
+        found = []
+        for proc in psutil.process_iter():
+            try:
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    continue
+                mine = proc.environ().get("JMP_SESSIONS_DIR") == str(jmp.home)
+                if mine or (marker and marker in " ".join(proc.cmdline())):
+                    found.append(proc)
+            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                continue
+        return found
+
+    deadline = time.monotonic() + timeout
+    while scan() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return scan()

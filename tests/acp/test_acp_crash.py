@@ -7,11 +7,8 @@ import asyncio
 import contextlib
 import os
 import signal
-import time
 
-import psutil
-
-from tests.acp.helpers import acp_agent, run
+from tests.acp.helpers import acp_agent, left_running, run
 from tests.helpers_e2e import Jmp
 
 COMMAND = "echo ran >> effect.txt; sleep 30.8765"
@@ -20,28 +17,6 @@ COMMAND = "echo ran >> effect.txt; sleep 30.8765"
 def effect_lines(jmp: Jmp) -> int:
     path = jmp.workspace / "effect.txt"
     return len(path.read_text().splitlines()) if path.exists() else 0
-
-
-def left_running(jmp: Jmp, timeout: float = 10.0) -> list[psutil.Process]:
-    """Processes of this test (by its sessions dir or the command) still alive after timeout."""
-
-    def scan() -> list[psutil.Process]:
-        found = []
-        for proc in psutil.process_iter():
-            try:
-                if proc.status() == psutil.STATUS_ZOMBIE:
-                    continue
-                mine = proc.environ().get("JMP_SESSIONS_DIR") == str(jmp.home)
-                if mine or "sleep 30.8765" in " ".join(proc.cmdline()):
-                    found.append(proc)
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
-        return found
-
-    deadline = time.monotonic() + timeout
-    while scan() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    return scan()
 
 
 def test_kill_9_mid_command_then_load_ask_and_continue(jmp: Jmp) -> None:
@@ -62,14 +37,18 @@ def test_kill_9_mid_command_then_load_ask_and_continue(jmp: Jmp) -> None:
         return session
 
     session = run(crash())
-    assert not left_running(jmp), "a worker or the command outlived the killed agent"
+    assert not left_running(jmp, "sleep 30.8765"), (
+        "a worker or the command outlived the killed agent"
+    )
     assert effect_lines(jmp) == 1
 
     async def resume() -> None:
         async with acp_agent(jmp, name="resumed") as agent:
             client = agent.client
             await agent.conn.initialize(protocol_version=1)
-            await agent.conn.load_session(cwd=str(jmp.workspace), session_id=session, mcp_servers=[])
+            await agent.conn.load_session(
+                cwd=str(jmp.workspace), session_id=session, mcp_servers=[]
+            )
             assert client.kinds() == ["user_message_chunk", "tool_call", "tool_call_update"]
             (replayed,) = client.of("tool_call_update")
             assert replayed.status == "failed" and "unknown" in replayed.content[0].content.text
@@ -103,4 +82,4 @@ def test_kill_9_mid_command_then_load_ask_and_continue(jmp: Jmp) -> None:
         ("kernel_exit", True),
     ]
     assert [e["data"]["status"] for e in log if e["kind"] == "final"] == ["blocked", "completed"]
-    assert not left_running(jmp)
+    assert not left_running(jmp, "sleep 30.8765")

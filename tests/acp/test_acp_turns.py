@@ -73,7 +73,9 @@ def test_a_missing_key_is_a_clear_error_and_records_nothing(jmp: Jmp) -> None:
         before = jmp.log(session)
         async with acp_agent(jmp, env=no_jev, name="nokey2") as agent:
             await agent.conn.initialize(protocol_version=1)
-            await agent.conn.load_session(cwd=str(jmp.workspace), session_id=session, mcp_servers=[])
+            await agent.conn.load_session(
+                cwd=str(jmp.workspace), session_id=session, mcp_servers=[]
+            )
             assert agent.client.text() == "Hi."  # a replay needs no key
             with pytest.raises(RequestError) as refused:
                 await agent.prompt(session, "a refused prompt")

@@ -1,0 +1,102 @@
+"""`jmp --acp` on the raw wire: stdout is JSON-RPC only, keys never leave, EOF exits 0 clean."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from typing import Any
+
+from tests.acp.helpers import left_running
+from tests.helpers_e2e import FLASH_KEY, JEV_KEY, ROOT, Jmp
+
+
+class Wire:
+    """Hand-framed JSON-RPC, to see exactly the bytes the agent writes."""
+
+    def __init__(self, jmp: Jmp) -> None:
+        self.stderr = (jmp.tmp / "wire.stderr").open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "main.py"), "--acp"],
+            cwd=jmp.workspace,
+            env=jmp.env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+        )
+        self.lines: list[bytes] = []
+        self.next_id = 0
+
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send a request; read (and keep) every line until its response."""
+        self.next_id += 1
+        frame = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(frame).encode() + b"\n")
+        self.proc.stdin.flush()
+        while True:
+            line = self.proc.stdout.readline()
+            assert line, "the agent closed stdout"
+            self.lines.append(line)
+            message = json.loads(line)
+            if message.get("id") == self.next_id and "method" not in message:
+                return message
+
+    def close(self) -> tuple[int, bytes]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        rest = self.proc.stdout.read()
+        self.proc.stdout.close()
+        self.stderr.close()
+        return self.proc.wait(timeout=60), rest
+
+
+def test_stdout_is_json_rpc_only_and_eof_exits_zero_with_nothing_left(jmp: Jmp) -> None:
+    jmp.jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
+    jmp.flash.queue(
+        [
+            {"tool_call": {"arguments": {"command": f"echo printing {FLASH_KEY}; echo done"}}},
+            {"text": f"The key was {FLASH_KEY}."},
+        ]
+    )
+    wire = Wire(jmp)
+    assert wire.call("initialize", {"protocolVersion": 1})["result"]["protocolVersion"] == 1
+    new = wire.call("session/new", {"cwd": str(jmp.workspace), "mcpServers": []})
+    session = new["result"]["sessionId"]
+    text = f"print my key {FLASH_KEY} and {JEV_KEY}"
+    prompt = [{"type": "text", "text": text}]
+    done = wire.call("session/prompt", {"sessionId": session, "prompt": prompt})
+    assert done["result"]["stopReason"] == "end_turn"
+    load = wire.call(
+        "session/load", {"sessionId": session, "cwd": str(jmp.workspace), "mcpServers": []}
+    )
+    assert load["result"] is not None or "error" not in load
+    code, rest = wire.close()
+    assert code == 0 and rest == b""
+    frames = [json.loads(line) for line in wire.lines]
+    assert all(frame["jsonrpc"] == "2.0" for frame in frames)
+    updates = [f["params"]["update"] for f in frames if f.get("method") == "session/update"]
+    replayed = [u["content"]["text"] for u in updates if u["sessionUpdate"] == "user_message_chunk"]
+    assert replayed == ["print my key [REDACTED] and [REDACTED]"]
+    outputs = json.dumps(updates)
+    assert "printing [REDACTED]" in outputs and "The key was [REDACTED]." in outputs
+    stderr = (jmp.tmp / "wire.stderr").read_bytes()
+    for secret in (FLASH_KEY, JEV_KEY):
+        assert secret.encode() not in b"".join(wire.lines) and secret.encode() not in stderr
+    assert not left_running(jmp)  # workers and their shells are gone, the lock is free
+    lock = jmp.home / session / "lock"
+    assert lock.read_text() == ""  # released: the holder's pid is cleared
+
+
+def test_acp_takes_no_prompt_or_session_option(jmp: Jmp) -> None:
+    for extra in (["a prompt"], ["--session", "0" * 32], ["--list"], ["--workspace", "."]):
+        proc = subprocess.run(
+            [sys.executable, str(ROOT / "main.py"), "--acp", *extra],
+            env=jmp.env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            stdin=subprocess.DEVNULL,
+        )
+        assert proc.returncode == 2, extra
+        assert "--acp takes no" in proc.stderr and proc.stdout == ""
