@@ -29,8 +29,12 @@ def test_the_clients_mcp_server_is_used_in_its_session(jmp: Jmp) -> None:
     configured = {"configured": {"command": sys.executable, "args": [SERVER, "--prefix", "c_"]}}
     (jmp.tmp / "mcp.json").write_text(json.dumps({"mcpServers": configured}))
     jmp.jev.script(
-        [{"route": "mcp.echo"}, {"route": "mcp.getenv"}, {"route": "done"}]
-        + [{"completion_review": "complete"}]
+        [
+            {"route": "mcp.echo"},
+            {"route": "mcp.getenv"},
+            {"route": "done"},
+            {"completion_review": "complete"},
+        ]
     )
     jmp.flash.queue(
         [
