@@ -100,7 +100,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     out.session_id = session.session_id
     previous = _on_interrupt(session.engine.cancel)
     try:
-        session.delegate()
+        session.delegate(reject_exhausted=False)
     finally:
         result = session.close()  # the run's result: its final, written once
         if previous is not None:

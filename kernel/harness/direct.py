@@ -175,8 +175,12 @@ class HarnessSession:
                 "artifact": self.engine.artifact(),
             }
 
-    def delegate(self) -> dict[str, Any]:
-        """Jev runs the task to its end (same tools and verifier); returns the run's result."""
+    def delegate(self, reject_exhausted: bool = True) -> dict[str, Any]:
+        """Jev runs the task to its end (same tools and verifier); returns the run's result.
+
+        With `reject_exhausted=False` (the CLI's `run`), a budget already spent is not a
+        rejection: the run ends `blocked` with its final, like any other run.
+        """
         with self._call():
             if self.direct_only:
                 raise HarnessRejected("direct_only", "this session was opened direct-only")
@@ -184,7 +188,8 @@ class HarnessSession:
                 raise HarnessRejected("route_fixed", "operations were already chosen directly")
             if self.engine.final is not None:
                 return dict(self.engine.final)
-            self._check_budget()
+            if reject_exhausted:
+                self._check_budget()
             self.route = "delegate"
             return self.engine.delegate()
 

@@ -207,7 +207,8 @@ class Engine:
         self, call_id: str, tool: str, arguments: str, target: str, reply: Operated
     ) -> None:
         artifacts = self.session.artifacts
-        text = "\n".join(filter(None, [reply.summary, reply.text]))
+        shown = reply.text.startswith(reply.summary)  # the text may open with its summary
+        text = reply.text if shown else "\n".join(filter(None, [reply.summary, reply.text]))
         full = artifacts.write_text(f"{call_id}.output.txt", text, durable=False)
         result = artifacts.write_json(
             f"{call_id}.result.json",
@@ -246,9 +247,9 @@ class Engine:
     def completed_summary(self) -> str:
         r = self.receipt
         if r is None:
-            return "completed: the task's completion check passed"
+            return "the task's completion check passed"
         return (
-            f"completed: {r.record_count} records saved to {r.path} (receipt match "
+            f"{r.record_count} records saved to {r.path} (receipt match "
             f"{str(r.match).lower()}, verifier {str(r.verdict).lower()})"
         )
 

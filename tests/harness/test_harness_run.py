@@ -123,3 +123,33 @@ def test_jmp_refuses_a_harness_session_naming_inspect(cli: HarnessCli) -> None:
     assert sid in listing.stdout
     report = cli.inspect(sid)
     assert report.code == 0 and report.lines[0]["status"] == "completed"
+
+
+def test_a_domain_over_255_options_is_paged(cli: HarnessCli) -> None:
+    items = [f"i{n}" for n in range(300)]
+    cli.jev.script([{"items.pick.item.page": "page2"}, {"items.pick.item": "i299"}])
+    out = cli.run(PICK, "pick i299", {"items": items, "target": "i299"})
+    assert out.code == 0, out.stderr[-2000:]
+    bodies = cli.jev.systemone_bodies()
+    page_q = bodies[0]["questions"]["items.pick.item.page"]
+    assert list(page_q["criteria"]) == ["page1", "page2"]
+    assert "i0" in page_q["criteria"]["page1"] and "i254" in page_q["criteria"]["page1"]
+    item_q = bodies[1]["questions"]["items.pick.item"]
+    assert list(item_q["criteria"]) == items[255:]  # the chosen page, whole, in order
+    page, item = out.of("parameter")
+    assert page["question"] == "items.pick.item.page" and page["selection"] == "explore"
+    assert page["choice"] == "page2" and page["domain"] == 300 and page["offered"] == 2
+    assert item["choice"] == "i299" and item["offered"] == 45 and item["domain"] == 300
+
+
+def test_what_the_harness_worker_prints_is_redacted(cli: HarnessCli) -> None:
+    secret = "camofox-access-key-0123456789abcdef"
+    cli.extra_env["CAMOFOX_ACCESS_KEY"] = secret
+    cli.jev.script([{"items.pick.item": "b"}])
+    out = cli.run(PICK, "pick b", {**INPUTS, "print_env": True})
+    assert out.code == 0, out.stderr[-2000:]
+    assert out.stderr.count("camofox key: [REDACTED]") == 2
+    assert secret not in out.stdout + out.stderr
+    for path in cli.home.rglob("*"):
+        if path.is_file():
+            assert secret.encode() not in path.read_bytes()

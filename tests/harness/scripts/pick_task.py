@@ -8,6 +8,7 @@ can kill the worker mid-operation), optional `fail_build` (build raises).
 from __future__ import annotations
 
 import os
+import sys
 from typing import Any
 
 import jev_harness as jev
@@ -63,11 +64,27 @@ class Items(jev.Toolkit):
         )
 
 
+def env_tool() -> jev.Tool:
+    """A parameterless tool that reports which model keys the harness worker can see."""
+
+    def run(task: jev.Task, chosen: Any) -> jev.Outcome:
+        seen = [k for k in ("TYPESAFE_API_KEY", "FLASH_API_KEY") if k in os.environ]
+        return jev.Outcome("ok", f"keys seen: {seen}")
+
+    return jev.Tool("env.keys", "report the model keys in the environment", (), run)
+
+
 def build(inputs: dict[str, Any]) -> jev.Task:
     if inputs.get("fail_build"):
         raise ValueError("this build fails on purpose")
+    if inputs.get("print_env"):  # what a careless script prints must still be redacted
+        print("camofox key:", os.environ.get("CAMOFOX_ACCESS_KEY"), flush=True)
+        print("camofox key:", os.environ.get("CAMOFOX_ACCESS_KEY"), file=sys.stderr, flush=True)
     kit = Items(list(inputs["items"]), inputs.get("hold"), inputs.get("hold_item"))
-    return jev.Task([kit], verifier=lambda task: inputs["target"] in kit.picked)
+    task = jev.Task([kit], verifier=lambda task: inputs["target"] in kit.picked)
+    if inputs.get("env_probe"):
+        task.register(env_tool())
+    return task
 
 
 workflow = jev.TaskScript(build)
