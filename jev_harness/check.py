@@ -109,6 +109,11 @@ def probe(path: str, inputs: Any) -> dict[str, Any]:
     result["labels"] = list(getattr(task, "labels", None) or [])
     if not task.tools:
         problems.append("the task registers no tool")
+    try:  # what a run asks first: the offer and the observation (reads only, no capture)
+        task.offered_tools()
+        task.observe()
+    except BaseException as exc:
+        problems.append(f"the built task cannot be observed: {traceback_summary(exc)}")
     try:
         task.close()
     except Exception as exc:

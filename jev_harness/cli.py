@@ -115,6 +115,7 @@ def inspect(args: argparse.Namespace, out: Output) -> int:
 
     if not is_session_id(args.session_id):
         raise UsageProblem(f"{args.session_id!r} is not a session id (32 hex digits)")
+    out.session_id = args.session_id
     report = inspect_session(sessions_home(args.sessions_dir), args.session_id)
     out.report(report)
     return 0
@@ -141,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
     out = Output(json="--json" in argv)
+    out.command = next((a for a in argv if a in COMMANDS), "")
     try:
         args = parser().parse_args(argv)
         return COMMANDS[args.command](args, out)

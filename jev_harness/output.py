@@ -25,6 +25,7 @@ class Output:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self.session_id: str | None = None
+        self.command = ""  # check-task, run or inspect: --json failures keep its shape
         self._lock = threading.Lock()
         self._secrets = [v for k in KEY_VARIABLES if len(v := os.environ.get(k, "").strip()) >= 6]
 
@@ -81,9 +82,20 @@ class Output:
         self._write("\n".join(line for line in lines if line) + "\n")
 
     def fail(self, message: str, status: str = "error") -> int:
-        """The error on stderr and, for --json, a result line; returns exit status 2."""
+        """The error on stderr and, for --json, the command's own JSON shape; returns 2."""
         self._write(f"jev-harness: error: {message}\n", self.err)
-        if self.json:
+        if self.json and self.command == "check-task":
+            self.verdict({"ok": False, "problems": [message], "tools": [], "labels": []})
+        elif self.json and self.command == "inspect":
+            self.report(
+                {
+                    "session_id": self.session_id,
+                    "status": status,
+                    "summary": message,
+                    "artifact": None,
+                }
+            )
+        elif self.json:
             data = {
                 "session_id": self.session_id,
                 "status": status,

@@ -259,9 +259,13 @@ class Engine:
         """Close the toolkits, write `final` (once), return the result."""
         if self.final is not None:
             return self.final
-        if error is not None:
+        if error is not None or status == "error":
             self.session.append(
-                ErrorData(stage="route", error_class=type(error).__name__, message=str(error))
+                ErrorData(
+                    stage="route",
+                    error_class=type(error).__name__ if error is not None else "RunEnded",
+                    message=str(error) if error is not None else summary,
+                )
             )
         problems = self.harness.close_task()
         if problems:
