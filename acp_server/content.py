@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -14,6 +15,7 @@ from acp.schema import (
 )
 
 ACCEPTED = "text, resource links and embedded text resources"
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # JSON can carry them; UTF-8 cannot
 
 
 def prompt_text(blocks: Sequence[Any]) -> str:
@@ -38,7 +40,7 @@ def prompt_text(blocks: Sequence[Any]) -> str:
             raise RequestError.invalid_params(
                 {"reason": f"jmp does not accept {kind} content; it accepts {ACCEPTED}"}
             )
-    text = "".join(parts)
+    text = LONE_SURROGATE.sub("\ufffd", "".join(parts))
     if not text.strip():
         raise RequestError.invalid_params({"reason": "the prompt is empty"})
     return text
