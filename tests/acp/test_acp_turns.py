@@ -10,7 +10,7 @@ import pytest
 from acp import RequestError
 
 from tests.acp.helpers import acp_agent, run
-from tests.helpers_e2e import ROOT, Jmp
+from tests.helpers_e2e import FLASH_KEY, ROOT, Jmp
 
 LONG_ANSWER = "This answer streams slowly. " * 40
 
@@ -47,10 +47,22 @@ def test_cancel_during_a_streamed_answer_then_a_new_prompt(jmp: Jmp) -> None:
             jmp.flash.queue([{"text": "Short answer."}])
             assert await agent.prompt(session, "briefly then") == "end_turn"
             assert agent.client.text() == "Short answer."
+
+            agent.client.clear()  # a provider error: the redacted error is the message
+            jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
+            jmp.flash.fault("http500", count=10)
+            assert await agent.prompt(session, "and now?") == "end_turn"
+            said = agent.client.text()
+            assert "could not be written" in said and FLASH_KEY not in said
+            jmp.flash.clear_faults()
+            jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
+            jmp.flash.queue([{"text": "Recovered."}])
+            assert await agent.prompt(session, "retry") == "end_turn"
+            assert agent.client.text().endswith("Recovered.")
         finals = [e["data"]["status"] for e in jmp.log(session) if e["kind"] == "final"]
-        assert finals == ["cancelled", "completed"]
+        assert finals == ["cancelled", "completed", "error", "completed"]
         users = [e["data"]["text"] for e in jmp.log(session) if e["kind"] == "user"]
-        assert users == ["explain slowly", "briefly then"]  # the refused one left no trace
+        assert users == ["explain slowly", "briefly then", "and now?", "retry"]
 
     run(scenario())
 
