@@ -131,3 +131,13 @@ def test_base_url_is_loopback_only(monkeypatch):
     for bad in ("http://10.0.0.5:9377", "http://camofox.example:9377", "ftp://127.0.0.1"):
         with pytest.raises(ValueError, match="camofox base URL"):
             CamofoxProvider("http://a.test/", None, "s", base_url=bad)
+
+
+def test_a_page_that_moves_before_the_snapshot_is_refused(site, fox):
+    provider = CamofoxProvider(site.url + "/", [site.url], "s1", base_url=fox.url)
+    fox.state.drift[site.url + "/facts"] = site.other_url + "/moved"
+    with pytest.raises(WebError) as info:
+        provider.fetch(site.url + "/facts")
+    assert info.value.code == "origin_refused" and "snapshot of" in info.value.message
+    assert not any(r["path"].endswith("/links") for r in fox.requests)  # nothing more read
+    provider.close()

@@ -9,8 +9,8 @@ CamofoxProvider uses with the shapes of the published OpenAPI description (versi
 (401 otherwise, as CAMOFOX_ACCESS_KEY does). "Navigation" is a real GET with urllib (redirects
 followed, as a browser would); the snapshot is an accessibility-tree-like text built with lxml.
 `leak = True` echoes the Authorization header in snapshots, links and errors (a hostile
-server). `land_on[url] = final` makes a navigation to `url` end on `final` without fetching (a
-client-side redirect).
+server). `drift[url] = other` makes a later snapshot report `other`. `land_on[url] = final`
+makes a navigation to `url` end on `final` without fetching (a client-side redirect).
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ class CamofoxState:
         self.tabs: dict[str, dict[str, Any]] = {}
         self.deleted: list[str] = []
         self.land_on: dict[str, str] = {}
+        self.drift: dict[str, str] = {}  # page url -> url a later snapshot reports (a JS redirect)
         self.leak = False  # a hostile server: echo the Authorization header in what it returns
 
     def navigate(self, tab: dict[str, Any], url: str) -> None:
@@ -201,6 +202,7 @@ class CamofoxHandler(BaseHTTPRequestHandler):
             )
         if method == "GET" and action == "/snapshot":
             text = tab["snapshot"] + (f"- paragraph: header {leaked}\n" if leaked else "")
+            tab["url"] = self.state.drift.get(tab["url"], tab["url"])
             return self._send(
                 200,
                 {
