@@ -128,9 +128,9 @@ def render(event: Any) -> str | None:
         case "user":
             return f"goal: {_clip(d.text)}"
         case "route":
-            return f"tool → {d.choice} ({d.method}, top {_p(d.top)}, accepted {d.accepted})"
+            return f"tool → {d.choice} ({_how(d)})"
         case "parameter":
-            return f"  {d.question} → {d.choice} ({d.method}, top {_p(d.top)})"
+            return f"  {d.question} → {d.choice} ({_how(d)})"
         case "tool_started":
             return f"▶ {d.tool} {_clip(d.target)}"
         case "tool_finished":
@@ -144,6 +144,11 @@ def render(event: Any) -> str | None:
         case "error":
             return f"error: {d.error_class}: {d.message}"
     return None
+
+
+def _how(d: Any) -> str:
+    verdict = "" if getattr(d, "accepted", True) else ", refused: below the threshold"
+    return f"{d.method}, top {_p(d.top)}{verdict}"
 
 
 def _p(value: float | None) -> str:
