@@ -91,7 +91,7 @@ def open_run(
         harness.start()
         limit_view = {"max_steps": limits.max_steps, "timeout_s": limits.timeout_s}
         loaded = _load(harness, path, sha256, inputs, goal, context, limit_view)
-        session = _create(home, on_event, redactor, path, sha256, inputs, context, limits)
+        session = _create(home, on_event, redactor)
     except BaseException:
         harness.close()
         shutil.rmtree(runtime, ignore_errors=True)
@@ -129,7 +129,7 @@ def _load(
         raise TaskScriptError(f"task script {path}: the harness worker died: {exc}") from None
 
 
-def _create(home: Path, on_event: Any, redactor: Redactor, *_: Any) -> Any:
+def _create(home: Path, on_event: Any, redactor: Redactor) -> Any:
     from kernel.session import Session
 
     return Session.create(
