@@ -50,7 +50,7 @@ async def _serve(config: Any, out: Any) -> None:
 
     from acp_server.server import JmpAcpAgent
 
-    agent = JmpAcpAgent(config, version=_version())
+    agent = JmpAcpAgent(config, version=_version(), warm=_warm())
     saved = sys.stdout
     sys.stdout = out  # only for the SDK's helper, which binds the pipe it is given
     try:
@@ -70,6 +70,14 @@ async def _serve(config: Any, out: Any) -> None:
         await agent.shutdown()
         with contextlib.suppress(Exception):
             writer.close()
+
+
+def _warm() -> int:
+    """JMP_ACP_WARM_SESSIONS: how many idle sessions keep their workers (default 4)."""
+    from acp_server.server import WARM_SESSIONS
+
+    raw = os.environ.get("JMP_ACP_WARM_SESSIONS", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else WARM_SESSIONS
 
 
 def _version() -> str:

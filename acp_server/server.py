@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import sys
+import time
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any, TypeVar
@@ -42,16 +44,21 @@ from protocol.events import Event
 
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
 SEND_POLL_S = 1.0  # how often a blocked send looks whether the connection went away
+# Sessions whose workers stay alive between prompts (the most recently prompted ones): an editor
+# may open dozens of threads, and each warm session holds three workers (one imports OpenHands).
+WARM_SESSIONS = 4
 T = TypeVar("T")
 
 
 class JmpAcpAgent:
     """jmp behind the ACP `Agent` interface (the SDK calls these with snake_case fields)."""
 
-    def __init__(self, config: Config, version: str = "") -> None:
+    def __init__(self, config: Config, version: str = "", warm: int = WARM_SESSIONS) -> None:
         self.config = config
         self.version = version
+        self.warm = max(1, warm)
         self.handles: dict[str, Handle] = {}
+        self._coolers: set[asyncio.Future[None]] = set()
         self.closed = False
         self.client: Client | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -105,9 +112,10 @@ class JmpAcpAgent:
         """Replay the history as updates, all before this response."""
         previous = self.handles.get(session_id)
         if previous is not None:
+            await self._settled(previous)
             if previous.busy:
                 raise RequestError(-32001, f"session {session_id} has a prompt running")
-            del self.handles[session_id]
+            self.handles.pop(session_id, None)
             await self._call(previous.close)  # reopened below with the client's servers
         sink = _Sink(self)
         handle = await self._call(
@@ -131,6 +139,7 @@ class JmpAcpAgent:
         """One turn: ask about uncertain calls, then one Agent.run in a thread."""
         handle = self._handle(session_id)
         text = prompt_text(prompt)
+        await self._settled(handle)
         if handle.busy:
             raise RequestError(-32001, f"session {session_id} already has a prompt running")
         handle.busy = True
@@ -147,6 +156,11 @@ class JmpAcpAgent:
             result = await self._call(partial(handle.run, text, acknowledge), handle)
         finally:
             handle.busy = False
+            handle.last_prompt = time.monotonic()
+        cooler = asyncio.ensure_future(self._cool_others())  # after the response
+        self._coolers.add(cooler)
+        cooler.add_done_callback(self._coolers.discard)
+
         if result["status"] == "cancelled":
             return PromptResponse(stop_reason="cancelled")
         return PromptResponse(stop_reason="end_turn")
@@ -158,6 +172,27 @@ class JmpAcpAgent:
             handle.agent.cancel.set()
 
     # --- plumbing -----------------------------------------------------------------------
+
+    async def _cool_others(self) -> None:
+        """Stop the workers of idle sessions beyond the `warm` most recently prompted."""
+        warm = sorted(
+            (h for h in self.handles.values() if h.last_prompt and not h.busy),
+            key=lambda h: h.last_prompt,
+            reverse=True,
+        )
+        for handle in warm[self.warm :]:
+            handle.cooling = asyncio.ensure_future(self._call(handle.cool))
+            try:
+                await handle.cooling
+            finally:
+                handle.cooling = None
+
+    @staticmethod
+    async def _settled(handle: Handle) -> None:
+        """Wait until the session's workers are no longer being stopped (if they are)."""
+        while handle.cooling is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(handle.cooling)
 
     def _handle(self, session_id: str) -> Handle:
         handle = self.handles.get(session_id)
@@ -211,6 +246,9 @@ class JmpAcpAgent:
         self.closed = True
         for handle in self.handles.values():
             handle.agent.cancel.set()
+        for cooler in list(self._coolers):
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await cooler
         await asyncio.to_thread(self._close_all)
         self._pool.shutdown(wait=True)
 

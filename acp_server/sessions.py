@@ -100,6 +100,8 @@ class Handle:
         self.agent = agent
         self.busy = False
         self.running: Any = None  # the concurrent Future of the prompt in progress
+        self.last_prompt = 0.0  # time.monotonic() of the last prompt's end; 0.0: cold
+        self.cooling: Any = None  # the asyncio Future of a running `cool()`
 
     @property
     def id(self) -> str:
@@ -108,6 +110,13 @@ class Handle:
     def run(self, text: str, acknowledge: bool) -> dict[str, Any]:
         """One `Agent.run` for a prompt (in a worker thread)."""
         return self.agent.run(prompt=text, acknowledge_pending=acknowledge)
+
+    def cool(self) -> None:
+        """Stop this idle session's workers (their trees too); the lock stays held and the next
+        prompt starts fresh ones."""
+        self.last_prompt = 0.0
+        for part in (self.agent.models, self.agent.tools):
+            part.close()
 
     def close(self) -> None:
         """Workers and the lock released; idempotent."""

@@ -128,3 +128,37 @@ def test_a_second_process_on_a_session_in_use_names_the_holder(jmp: Jmp) -> None
         assert users == []  # neither refused writer recorded anything
 
     run(scenario())
+
+
+def test_idle_sessions_beyond_the_warm_limit_stop_their_workers(jmp: Jmp) -> None:
+    import psutil
+
+    def workers(pid: int) -> int:
+        alive = [c for c in psutil.Process(pid).children() if c.status() != psutil.STATUS_ZOMBIE]
+        return len(alive)  # router, generator, tool per warm session
+
+    def script() -> None:
+        jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
+        jmp.flash.queue([{"text": "ok"}])
+
+    async def scenario() -> None:
+        env = jmp.env() | {"JMP_ACP_WARM_SESSIONS": "1"}
+        async with acp_agent(jmp, env=env) as agent:
+            first = await agent.new(jmp.workspace)
+            second = await agent.conn.new_session(cwd=str(jmp.workspace), mcp_servers=[])
+            script()
+            assert await agent.prompt(first, "one") == "end_turn"
+            assert workers(agent.process.pid) == 3
+            script()
+            assert await agent.prompt(second.session_id, "two") == "end_turn"
+            await until(lambda: workers(agent.process.pid) == 3)  # the first one's stopped
+            script()
+            assert await agent.prompt(first, "one again") == "end_turn"  # fresh workers
+            await until(lambda: workers(agent.process.pid) == 3)
+        assert agent.process.returncode == 0
+        assert [e["data"]["status"] for e in jmp.log(first) if e["kind"] == "final"] == [
+            "completed",
+            "completed",
+        ]
+
+    run(scenario())
