@@ -19,6 +19,7 @@ from kernel.harness.decisions import Decider
 from kernel.harness.engine_errors import RunEnded
 from kernel.harness.state import build_state, encode
 from kernel.harness.workers import HarnessWorker, Jev
+from kernel.steps import crash_point
 from kernel.supervisor import Cancelled, WorkerDied, WorkerFailed
 from protocol.events import (
     ErrorData,
@@ -159,6 +160,7 @@ class Engine:
             f"{call_id}.request.json", {"tool": tool.name, "parameters": chosen}
         )
         target = ", ".join(f"{k}={v}" for k, v in chosen.items())
+        crash_point("before_tool_started")
         self.session.append(
             ToolStartedData(
                 call_id=call_id,
@@ -171,7 +173,9 @@ class Engine:
         )
         if not entry:
             self.executed.add((tool.name, tuple(sorted(chosen.items()))))
+        crash_point("after_tool_started")
         reply = self._operate(call_id, tool, chosen, target, entry)
+        crash_point("after_tool_result")
         self.steps += 0 if entry else 1
         self._finished(call_id, tool.name, arguments, target, reply)
         return reply

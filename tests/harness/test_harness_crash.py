@@ -100,3 +100,24 @@ def test_sigkill_of_the_run_process_is_settled_by_inspect_as_kernel_exit(
     again = cli.inspect(session_id)
     assert again.code == 0 and len(cli.events(session_id)) == len(after)
     assert json.loads(again.stdout)["status"] == "blocked"
+
+
+@pytest.mark.parametrize(
+    ("point", "uncertain"),
+    [("before_tool_started", False), ("after_tool_started", True), ("after_tool_result", True)],
+)
+def test_a_kernel_kill_around_tool_started_is_settled_exactly(
+    cli: HarnessCli, point: str, uncertain: bool
+) -> None:
+    cli.extra_env["JMP_CRASH_AT"] = point
+    cli.jev.script([{"items.pick.item": "b"}])
+    out = cli.run(PICK, "pick b", {"items": ["a", "b"], "target": "b"})
+    assert out.code == -signal.SIGKILL
+    session_id = out.lines[0]["session_id"]
+    before = cli.events(session_id)
+    assert sum(e["kind"] == "tool_started" for e in before) == int(uncertain)
+    del cli.extra_env["JMP_CRASH_AT"]
+    report = cli.inspect(session_id)
+    assert report.code == 0 and report.lines[0]["status"] == "blocked"
+    added = [e["kind"] for e in cli.events(session_id)[len(before) :]]
+    assert added == (["tool_uncertain", "final"] if uncertain else ["final"])
