@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kernel.harness.engine_errors import RunEnded
-from kernel.harness.paging import page_options, pages, size
+from kernel.harness.paging import RequestTooLarge, page_options, pages, size
 from kernel.harness.policy import Decision, by_caller, decide, single_option
 from kernel.harness.workers import Jev
 from kernel.supervisor import Cancelled, WorkerFailed
@@ -57,6 +57,10 @@ class Decider:
             decision, routed, used = single_option(offered[0].name, selection), None, 0
         else:
             options = [OptionSpec(id=t.name, description=t.description) for t in offered]
+            if len(pages(options, size(state) + size(TOOL_INSTRUCTIONS))) > 1:
+                raise RequestTooLarge(  # tools are not paged: the offer itself is too large
+                    f"the tool question ({len(options)} tools) does not fit one request"
+                )
             decision, routed, used = self._ask("tool", TOOL_INSTRUCTIONS, options, selection, state)
         self.record_tool(decision, list(by_name), routed, used)
         self._refuse_unless_accepted(decision, "tool")
