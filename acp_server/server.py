@@ -35,7 +35,7 @@ from acp.schema import (
 
 from acp_server import permission, sessions
 from acp_server.content import prompt_text
-from acp_server.errors import as_request_error
+from acp_server.errors import JMP_ERROR, NOT_FOUND, as_request_error
 from acp_server.sessions import ClientServer, Config, Handle
 from acp_server.updates import Translator, Update
 from kernel import pending
@@ -114,7 +114,7 @@ class JmpAcpAgent:
         if previous is not None:
             await self._settled(previous)
             if previous.busy:
-                raise RequestError(-32001, f"session {session_id} has a prompt running")
+                raise RequestError(JMP_ERROR, f"session {session_id} has a prompt running")
             self.handles.pop(session_id, None)
             await self._call(previous.close)  # reopened below with the client's servers
         sink = _Sink(self)
@@ -141,7 +141,7 @@ class JmpAcpAgent:
         text = prompt_text(prompt)
         await self._settled(handle)
         if handle.busy:
-            raise RequestError(-32001, f"session {session_id} already has a prompt running")
+            raise RequestError(JMP_ERROR, f"session {session_id} already has a prompt running")
         handle.busy = True
         try:
             await self._call(lambda: self.config.settings().require_keys())
@@ -198,7 +198,7 @@ class JmpAcpAgent:
         handle = self.handles.get(session_id)
         if handle is None:
             raise RequestError(
-                -32002, f"session {session_id} is not open here: use session/new or session/load"
+                NOT_FOUND, f"session {session_id} is not open here: use session/new or session/load"
             )
         return handle
 

@@ -7,6 +7,7 @@ A session stays open (locked, its workers alive between prompts) until the proce
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -116,7 +117,11 @@ class Handle:
         prompt starts fresh ones."""
         self.last_prompt = 0.0
         for part in (self.agent.models, self.agent.tools):
-            part.close()
+            try:
+                part.close()
+            except Exception as exc:  # a worker that resists is the supervisor's to report
+                message = self.session.redactor.text(f"{type(exc).__name__}: {exc}")
+                print(f"jmp: stopping idle workers of {self.id}: {message}", file=sys.stderr)
 
     def close(self) -> None:
         """Workers and the lock released; idempotent."""

@@ -83,3 +83,38 @@ def test_kill_9_mid_command_then_load_ask_and_continue(jmp: Jmp) -> None:
     ]
     assert [e["data"]["status"] for e in log if e["kind"] == "final"] == ["blocked", "completed"]
     assert not left_running(jmp, "sleep 30.8765")
+
+
+def test_a_tool_worker_killed_mid_command_is_a_live_failed_update(jmp: Jmp) -> None:
+    import psutil
+
+    jmp.jev.script([{"route": "bash"}])
+    jmp.flash.queue(
+        [{"tool_call": {"arguments": {"command": "echo ran >> effect.txt; sleep 30.5555"}}}]
+    )
+
+    async def scenario() -> None:
+        async with acp_agent(jmp, name="worker") as agent:
+            session = await agent.new(jmp.workspace)
+            turn = asyncio.create_task(agent.prompt(session, "run it"))
+            await agent.client.wait_for(lambda u: u.session_update == "tool_call")
+            while effect_lines(jmp) == 0:
+                await asyncio.sleep(0.05)
+            (worker,) = [
+                child
+                for child in psutil.Process(agent.process.pid).children()
+                if "workers.tool" in " ".join(child.cmdline())
+            ]
+            worker.kill()
+            assert await asyncio.wait_for(turn, 60) == "end_turn"
+            kinds = agent.client.kinds()
+            assert kinds == ["tool_call", "tool_call_update", "agent_message_chunk"]
+            (failed,) = agent.client.of("tool_call_update")
+            assert failed.status == "failed"
+            assert "Outcome unknown: the tool worker died" in failed.content[0].content.text
+            assert "--ack-interrupted" in agent.client.text()
+        assert agent.process.returncode == 0
+
+    run(scenario())
+    assert effect_lines(jmp) == 1
+    assert not left_running(jmp, "sleep 30.5555")
