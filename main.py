@@ -25,13 +25,13 @@ def instructions() -> str:
 
 
 _BOUNDARY = {
-    "Session": "kernel.session",
-    "Models": "kernel.models",
-    "Tools": "kernel.tools",
-    "Agent": "kernel.agent",
-    "Settings": "kernel.settings",
-    "ContextPolicy": "kernel.context",
-    "load_servers": "kernel.mcp_config",
+    "Session": "kernel.store.session",
+    "Models": "kernel.supervision.models",
+    "Tools": "kernel.supervision.tools",
+    "Agent": "kernel.loop.agent",
+    "Settings": "kernel.config.settings",
+    "ContextPolicy": "kernel.context.policy",
+    "load_servers": "kernel.config.mcp",
 }
 
 

@@ -9,7 +9,7 @@ import traceback
 from acp import RequestError
 
 from kernel.errors import JmpError, SessionNotFound, UsageError, WorkspaceMismatch
-from kernel.redact import Redactor
+from kernel.store.redact import Redactor
 
 JMP_ERROR = -32001  # a named jmp error (missing key, session in use, ...): see DECISIONS
 NOT_FOUND = -32002  # the ACP spec's "resource not found"

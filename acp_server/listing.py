@@ -7,7 +7,7 @@ from pathlib import Path
 
 from acp.schema import SessionInfo
 
-from kernel.catalog import SessionInfo as Row
+from kernel.store.catalog import SessionInfo as Row
 
 
 def session_infos(rows: list[Row], cwd: str | None) -> list[SessionInfo]:

@@ -15,7 +15,7 @@ import signal
 import sys
 from typing import Any
 
-from kernel.redact import Redactor
+from kernel.store.redact import Redactor
 
 BUFFER_LIMIT_BYTES = 50 * 1024 * 1024  # the SDK's default: one JSON-RPC line may be large
 
@@ -32,7 +32,7 @@ class _RedactingFormatter(logging.Formatter):
 def serve(sessions_dir: str | None = None) -> int:
     """Run the ACP agent on this process's stdio; returns 0 on stdin EOF or SIGTERM."""
     from acp_server.sessions import Config
-    from kernel.catalog import sessions_home
+    from kernel.store.catalog import sessions_home
 
     out_fd = os.dup(1)  # non-inheritable: workers never hold the client's pipe open
     os.dup2(2, 1)

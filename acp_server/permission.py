@@ -14,7 +14,7 @@ from acp import RequestError, text_block, tool_content
 from acp.schema import AllowedOutcome, PermissionOption, ToolCallUpdate
 
 from acp_server.updates import title, tool_kind
-from kernel.pending import CallRecord
+from kernel.store.pending import CallRecord
 
 if TYPE_CHECKING:
     from acp_server.server import JmpAcpAgent

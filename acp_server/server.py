@@ -38,8 +38,8 @@ from acp_server.content import prompt_text
 from acp_server.errors import JMP_ERROR, NOT_FOUND, as_request_error
 from acp_server.sessions import ClientServer, Config, Handle
 from acp_server.updates import Translator, Update
-from kernel import pending
-from kernel.catalog import list_sessions
+from kernel.store import pending
+from kernel.store.catalog import list_sessions
 from protocol.events import Event
 
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)

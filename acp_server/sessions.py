@@ -16,7 +16,7 @@ from typing import Any
 from acp.schema import AcpMcpServer, HttpMcpServer, McpServerStdio, SseMcpServer
 
 from kernel.errors import ConfigError, UsageError, WorkspaceMismatch
-from kernel.redact import Redactor
+from kernel.store.redact import Redactor
 from main import Agent, Models, Session, Settings, Tools, instructions, load_servers
 from protocol.events import Event
 
@@ -70,7 +70,7 @@ class Config:
 
 def client_servers(client: Sequence[ClientServer]) -> dict[str, Any]:
     """The client's `mcpServers` as validated config entries (the CLI's own validation)."""
-    from kernel.mcp_config import parse_servers
+    from kernel.config.mcp import parse_servers
 
     entries: dict[str, dict[str, Any]] = {}
     for server in client:

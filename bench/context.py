@@ -15,8 +15,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from kernel.context import ContextPolicy, load_latest_checkpoint, write_checkpoint
-from kernel.recall import RecallIndex
+from kernel.context.policy import ContextPolicy, load_latest_checkpoint, write_checkpoint
+from kernel.context.recall import RecallIndex
 from protocol.codec import make_event
 from protocol.events import Event, ToolFinishedData, ToolStartedData, UserData
 from tests.helpers_context import synthetic

@@ -15,8 +15,8 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from kernel.session import Session
-from kernel.tools import Tools
+from kernel.store.session import Session
+from kernel.supervision.tools import Tools
 from protocol.events import ToolFinishedData, ToolStartedData
 
 N = 300

@@ -8,7 +8,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernel.session import Session
+from kernel.store.session import Session
 from protocol.events import ToolFinishedData, ToolStartedData, UserData
 
 SIZES = (1_000, 10_000, 100_000)

@@ -10,7 +10,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernel.session import Session
+from kernel.store.session import Session
 from protocol.codec import encode_event, make_event
 from protocol.events import FinalData, RouteData, ToolFinishedData, ToolStartedData, UserData
 

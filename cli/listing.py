@@ -7,7 +7,7 @@ import sys
 import time
 from typing import TextIO
 
-from kernel.catalog import SessionInfo
+from kernel.store.catalog import SessionInfo
 
 
 def sessions_line(infos: list[SessionInfo]) -> str:

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from cli.listing import print_sessions
-from kernel.catalog import (
+from kernel.errors import JmpError, SessionNotFound, UsageError, WorkspaceMismatch
+from kernel.store.catalog import (
     is_session_id,
     list_sessions,
     read_created_by,
     read_workspace,
     sessions_home,
 )
-from kernel.errors import JmpError, SessionNotFound, UsageError, WorkspaceMismatch
 
 if TYPE_CHECKING:
     from cli.printer import Printer
@@ -173,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _internal(exc: Exception) -> JmpError:
     """An unexpected exception as a JmpError; its traceback only with JMP_DEBUG=1."""
-    from kernel.redact import Redactor
+    from kernel.store.redact import Redactor
 
     if os.environ.get("JMP_DEBUG") == "1":
         import traceback

@@ -17,4 +17,4 @@ class Options:
     session: str | None = None
     compact: bool = False
     ack_interrupted: bool = False
-    sessions_dir: str | None = None  # as given; kernel.session.sessions_home resolves it
+    sessions_dir: str | None = None  # as given; kernel.store.session.sessions_home resolves it

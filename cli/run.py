@@ -14,7 +14,7 @@ SUCCESS = ("completed", "compacted")
 
 
 def _servers(options: Any) -> Any:
-    from kernel.mcp_config import load_servers
+    from kernel.config.mcp import load_servers
 
     return load_servers(enabled=not options.no_mcp)
 
@@ -35,8 +35,8 @@ def _install_interrupt(cancel: threading.Event) -> Any:
 
 def _open(options: Any, printer: Any, settings: Any) -> tuple[Any, Any]:
     """Create or open the session; keys are checked before anything is created."""
-    from kernel.agent import needs_models
-    from kernel.session import Session, sessions_home
+    from kernel.loop.agent import needs_models
+    from kernel.store.session import Session, sessions_home
 
     home = sessions_home(options.sessions_dir)
     if options.session is None:
@@ -65,10 +65,10 @@ def _open(options: Any, printer: Any, settings: Any) -> tuple[Any, Any]:
 
 def run(options: Any, printer: Any) -> int:
     """Drive the agent for one invocation; exit 0 for completed/compacted, else 2."""
-    from kernel.agent import Agent
-    from kernel.models import Models
-    from kernel.settings import Settings
-    from kernel.tools import Tools
+    from kernel.config.settings import Settings
+    from kernel.loop.agent import Agent
+    from kernel.supervision.models import Models
+    from kernel.supervision.tools import Tools
     from main import instructions
 
     settings = Settings.environment()

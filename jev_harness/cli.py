@@ -110,8 +110,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
 
 def inspect(args: argparse.Namespace, out: Output) -> int:
-    from kernel.catalog import is_session_id, sessions_home
     from kernel.harness.inspect import inspect_session
+    from kernel.store.catalog import is_session_id, sessions_home
 
     if not is_session_id(args.session_id):
         raise UsageProblem(f"{args.session_id!r} is not a session id (32 hex digits)")

@@ -39,12 +39,12 @@ def open_session(
     A missing TYPESAFE_API_KEY (unless direct_only), an unreadable script or a script whose
     build raises is an error before any session exists.
     """
+    from kernel.config.settings import Settings
     from kernel.errors import UsageError
     from kernel.harness.direct import HarnessSession
     from kernel.harness.engine import Limits
     from kernel.harness.opening import open_run
-    from kernel.session import sessions_home
-    from kernel.settings import Settings
+    from kernel.store.session import sessions_home
 
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise UsageError(f"max_steps must be a whole number >= 1, got {max_steps!r}")

@@ -10,7 +10,7 @@ from typing import Any
 
 import psutil
 
-from kernel.supervisor import Worker
+from kernel.supervision.supervisor import Worker
 
 
 def live_with(marker: str) -> list[psutil.Process]:

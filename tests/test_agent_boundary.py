@@ -107,9 +107,9 @@ def test_close_releases_the_lock_and_warns_when_cleanup_fails(
 def test_a_long_run_ends_with_a_checkpoint(
     env: Path, servers: tuple[Any, Any], short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import kernel.agent
+    import kernel.loop.agent
 
-    monkeypatch.setattr(kernel.agent, "AUTO_COMPACT_EVENTS", 12)
+    monkeypatch.setattr(kernel.loop.agent, "AUTO_COMPACT_EVENTS", 12)
     jev, flash = servers
     jev.script([{"route": "done"}, {"completion_review": "complete"}] * 2)
     flash.queue([{"text": "one"}, {"text": "two"}])

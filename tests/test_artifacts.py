@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from kernel.artifacts import Artifacts
 from kernel.errors import ArtifactRefused
-from kernel.redact import Redactor
+from kernel.store.artifacts import Artifacts
+from kernel.store.redact import Redactor
 from protocol.events import UserData
 
 SECRET = "artifact-secret-99"

@@ -13,8 +13,8 @@ import pytest
 
 from cli.main import main
 from cli.printer import Printer, render
-from kernel.event_log import EventLog
-from kernel.session import Session
+from kernel.store.event_log import EventLog
+from kernel.store.session import Session
 from protocol.events import FinalData, ModelProgressData, UserData
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -167,7 +167,7 @@ def test_console_script_is_installed(home):
 
 
 def test_fresh_interpreter_imports_no_vendor_sdk():
-    code = "import sys, kernel.session, cli.main, cli.printer\n"
+    code = "import sys, kernel.store.session, cli.main, cli.printer\n"
     code += "print([m for m in %r if m in sys.modules])"
     proc = subprocess.run(
         [sys.executable, "-c", code % (VENDOR,)],

@@ -9,15 +9,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernel.context import (
+from kernel.context.policy import (
     ContextPolicy,
     compact,
     load_latest_checkpoint,
     project_session,
     write_checkpoint,
 )
-from kernel.context_render import cut_head, cut_tail, excerpt, nbytes
-from kernel.context_state import (
+from kernel.context.recall import RecallIndex
+from kernel.context.render import cut_head, cut_tail, excerpt, nbytes
+from kernel.context.state import (
     Call,
     State,
     fold,
@@ -27,7 +28,6 @@ from kernel.context_state import (
     remember_read,
 )
 from kernel.errors import ConfigError, ContextOverflow
-from kernel.recall import RecallIndex
 from protocol.events import ErrorData, FinalData, ToolUncertainData, UserData
 from tests.helpers_context import Log, synthetic
 
@@ -416,7 +416,7 @@ def test_checkpoint_start_is_cheaper_than_a_full_fold(short_tmp: Path) -> None:
 def test_compact_on_a_real_session_writes_one_checkpoint_and_two_events(
     short_tmp: Path,
 ) -> None:
-    from kernel.session import Session
+    from kernel.store.session import Session
 
     workspace = short_tmp / "ws"
     workspace.mkdir()

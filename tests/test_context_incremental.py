@@ -10,11 +10,11 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from kernel.artifacts import Artifacts, TextCache
-from kernel.context import ContextPolicy, FoldCache
-from kernel.context_checkpoint import decode_checkpoint
-from kernel.recall import RecallIndex
-from kernel.redact import Redactor
+from kernel.context.checkpoint import decode_checkpoint
+from kernel.context.policy import ContextPolicy, FoldCache
+from kernel.context.recall import RecallIndex
+from kernel.store.artifacts import Artifacts, TextCache
+from kernel.store.redact import Redactor
 from protocol.events import (
     ErrorData,
     Event,

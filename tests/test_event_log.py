@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from kernel.errors import CorruptLog, JmpError, UnsupportedLogVersion
-from kernel.event_log import EventLog, parse_log
-from kernel.session import Session
+from kernel.store.event_log import EventLog, parse_log
+from kernel.store.session import Session
 from protocol.codec import encode_event, make_event
 from protocol.events import FinalData, ToolFinishedData, ToolStartedData, UserData
 

@@ -15,7 +15,7 @@ import msgspec
 import pytest
 import zmq
 
-from kernel.supervisor import Worker
+from kernel.supervision.supervisor import Worker
 from protocol.codec import decode_from_worker, decode_to_worker, encode_frame
 from protocol.messages import Cancel, Failed, Heartbeat, Ready, RunTool, ToolResult
 from tests.helpers_workers import close_within, fake_worker, pid_running, wait_until

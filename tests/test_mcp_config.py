@@ -1,4 +1,4 @@
-"""kernel.mcp_config: the file is found, validated with field paths, and its secrets collected."""
+"""kernel.config.mcp: the file is found, validated with field paths, and its secrets collected."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import kernel.mcp_config as mcp_config
+import kernel.config.mcp as mcp_config
+from kernel.config.mcp import RemoteServer, StdioServer, load_servers
 from kernel.errors import ConfigError
-from kernel.mcp_config import RemoteServer, StdioServer, load_servers
 
 GOOD = {
     "mcpServers": {
@@ -163,7 +163,7 @@ def test_empty_server_name_is_rejected(tmp_path: Path) -> None:
 
 def test_kernel_module_imports_no_vendor_sdk() -> None:
     code = (
-        "import sys, kernel.mcp_config\n"
+        "import sys, kernel.config.mcp\n"
         "bad = [m for m in ('mcp', 'openhands', 'openai', 'typesafe_sdk', 'fastmcp')"
         " if m in sys.modules]\n"
         "print(bad)"

@@ -305,11 +305,11 @@ def test_killed_host_leaves_no_orphan_server(short_tmp: Path) -> None:
 
 
 def test_tool_worker_killed_during_mcp_call_leaves_no_orphan(short_tmp: Path) -> None:
-    """Through kernel.tools.Tools: MCP tools are listed and called, and a SIGKILLed tool worker
-    (mid-call, its server blocked) leaves no MCP server behind."""
-    from kernel.mcp_config import load_servers
-    from kernel.supervisor import WorkerDied
-    from kernel.tools import Tools
+    """Through kernel.supervision.tools.Tools: MCP tools are listed and called, and a SIGKILLed
+    tool worker (mid-call, its server blocked) leaves no MCP server behind."""
+    from kernel.config.mcp import load_servers
+    from kernel.supervision.supervisor import WorkerDied
+    from kernel.supervision.tools import Tools
 
     mark = short_tmp / "blocked"
     config = {"mcpServers": {"fx": fake(env={"FAKE_MCP_SLOW_MARK": str(mark)})}}

@@ -1,7 +1,7 @@
 """The router (Jev) and generator (Flash) workers against real loopback servers.
 
 Handlers are called in-process with a list-appending `send` and a threading.Event; the last tests
-run each worker as a real subprocess through kernel.supervisor.Worker.
+run each worker as a real subprocess through kernel.supervision.supervisor.Worker.
 """
 
 from __future__ import annotations
@@ -371,14 +371,18 @@ def test_keys_never_appear_in_any_reply(flash: FlashServer, generator: Any, rout
 
 # --- as real subprocesses ----------------------------------------------------------
 
-HAVE_SUPERVISOR = all(importlib.util.find_spec(m) for m in ("workers.base", "kernel.supervisor"))
+HAVE_SUPERVISOR = all(
+    importlib.util.find_spec(m) for m in ("workers.base", "kernel.supervision.supervisor")
+)
 
 
-@pytest.mark.skipif(not HAVE_SUPERVISOR, reason="workers.base or kernel.supervisor not written yet")
+@pytest.mark.skipif(
+    not HAVE_SUPERVISOR, reason="workers.base or kernel.supervision.supervisor not written yet"
+)
 def test_router_and_generator_as_subprocesses(
     short_tmp: Path, jev: JevServer, flash: FlashServer
 ) -> None:
-    from kernel.supervisor import Cancelled, Worker
+    from kernel.supervision.supervisor import Cancelled, Worker
 
     env = {
         "TYPESAFE_API_KEY": JEV_KEY,

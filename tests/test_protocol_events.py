@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel.event_log import EventLog
-from kernel.session import Session
+from kernel.store.event_log import EventLog
+from kernel.store.session import Session
 from protocol.codec import UnsupportedVersion, decode_event, encode_event
 from protocol.docgen import generate
 from protocol.events import DATA_TYPES, TRANSIENT_KINDS

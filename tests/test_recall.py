@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel.recall import RecallError, RecallIndex, fts_query, query_terms, split_pages
-from kernel.recall_tool import RECALL_SCHEMA, run_recall
+from kernel.context.recall import RecallError, RecallIndex, fts_query, query_terms, split_pages
+from kernel.context.recall_tool import RECALL_SCHEMA, run_recall
 from tests.helpers_context import Log, synthetic
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from kernel.redact import REDACTED, Redactor
+from kernel.store.redact import REDACTED, Redactor
 
 
 def test_known_secrets_are_replaced_everywhere_in_a_string():

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from kernel.catalog import list_sessions, sessions_home
 from kernel.errors import CorruptLog, SessionLocked, SessionNotFound, UsageError
-from kernel.session import Session
+from kernel.store.catalog import list_sessions, sessions_home
+from kernel.store.session import Session
 from protocol.events import (
     CleanupWarningData,
     FinalData,
@@ -66,7 +66,7 @@ def test_create_failing_midway_leaves_no_half_session(home, workspace, monkeypat
     def broken(self, event, durable=False):
         raise OSError("disk full")
 
-    monkeypatch.setattr("kernel.event_log.EventLog.append", broken)
+    monkeypatch.setattr("kernel.store.event_log.EventLog.append", broken)
     with pytest.raises(OSError, match="disk full"):
         Session.create(home, workspace)
     assert list(home.iterdir()) == []
@@ -240,7 +240,7 @@ def test_a_locked_session_refuses_within_a_second(home, workspace):
         err = proc.stderr.read()
         assert "SessionLocked" in err and f"process {os.getpid()}" in err
     code = (
-        "import time, sys; from kernel.session import Session; t = time.monotonic()\n"
+        "import time, sys; from kernel.store.session import Session; t = time.monotonic()\n"
         "try: Session.open(sys.argv[1], sys.argv[2])\n"
         "except Exception as e: print(type(e).__name__, time.monotonic() - t)\n"
     )
@@ -349,7 +349,8 @@ def test_list_takes_no_lock_and_writes_nothing(home, workspace):
 
 def test_kernel_session_imports_no_vendor_sdk():
     code = (
-        "import sys, kernel.session, kernel.artifacts, kernel.event_log, cli.main\n"
+        "import sys, kernel.store.session, kernel.store.artifacts, kernel.store.event_log\n"
+        "import cli.main\n"
         "vendor = ('openhands', 'openai', 'typesafe_sdk', 'mcp', 'zmq')\n"
         "bad = [m for m in vendor if m in sys.modules]\n"
         "print(bad)\n"

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel.supervisor import Cancelled, Worker, WorkerDied, WorkerFailed
+from kernel.supervision.supervisor import Cancelled, Worker, WorkerDied, WorkerFailed
 from protocol.messages import ListTools, Progress, RunTool, ToolList, ToolResult
 from tests.helpers_workers import close_within, fake_worker, live_with, pid_running, wait_until
 
@@ -228,7 +228,7 @@ def test_garbage_from_the_worker_is_dropped(
 
 KERNEL_SCRIPT = """
 import sys, threading, time, uuid
-from kernel.supervisor import Worker
+from kernel.supervision.supervisor import Worker
 from protocol.messages import RunTool
 worker = Worker("tool", sys.argv[1], env={{"JMP_FAKE_MODE": "ok"}}, module="tests.fakes.worker")
 worker.start()

@@ -1,4 +1,5 @@
-"""The real tool worker (OpenHands executors) through kernel.tools.Tools: effects, refusals."""
+"""The real tool worker (OpenHands executors) through kernel.supervision.tools.Tools: effects and
+refusals."""
 
 from __future__ import annotations
 
@@ -16,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel.supervisor import WorkerDied, WorkerFailed
-from kernel.tools import Tools
+from kernel.supervision.supervisor import WorkerDied, WorkerFailed
+from kernel.supervision.tools import Tools
 from tests.helpers_workers import close_within, live_with, pid_running, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -188,7 +189,7 @@ def _run_catching(tools: Tools, command: str, outcome: list[BaseException]) -> N
 
 KERNEL_SCRIPT = """
 import sys, uuid
-from kernel.tools import Tools
+from kernel.supervision.tools import Tools
 tools = Tools(sys.argv[1], sys.argv[2])
 tools.start()
 tools.specs()

@@ -29,8 +29,8 @@ import psutil
 from openhands.sdk.mcp import MCPServer, create_mcp_tools
 from openhands.sdk.mcp.client import MCPClient
 
-from kernel.mcp_config import McpServers, RemoteServer, ServerConfig, parse_servers
-from kernel.proctree import TOKEN_ENV as TREE_TOKEN_ENV
+from kernel.config.mcp import McpServers, RemoteServer, ServerConfig, parse_servers
+from kernel.supervision.proctree import TOKEN_ENV as TREE_TOKEN_ENV
 from protocol.messages import ToolSpec
 
 TOOL_LIMIT = 250  # CONTRACT 10: advertised tools, the `recall` built-in included

@@ -16,7 +16,7 @@ from kernel.harness.engine_errors import RunEnded
 from kernel.harness.paging import RequestTooLarge, page_options, pages, size
 from kernel.harness.policy import Decision, by_caller, decide, single_option
 from kernel.harness.workers import Jev
-from kernel.supervisor import Cancelled, WorkerFailed
+from kernel.supervision.supervisor import Cancelled, WorkerFailed
 from protocol.events import ParameterData, RouteData
 from protocol.harness import OptionSpec, ParameterSpec, ToolInfo
 from protocol.messages import Routed

@@ -18,7 +18,7 @@ from typing import Any
 from kernel.errors import JmpError
 from kernel.harness.engine_errors import RunEnded
 from kernel.harness.opening import Opened
-from kernel.supervisor import WorkerDied, WorkerFailed
+from kernel.supervision.supervisor import WorkerDied, WorkerFailed
 from protocol.harness import Observed, ToolInfo
 
 CODES = (

@@ -19,8 +19,8 @@ from kernel.harness.decisions import Decider
 from kernel.harness.engine_errors import RunEnded
 from kernel.harness.state import build_state, encode
 from kernel.harness.workers import HarnessWorker, Jev
-from kernel.steps import crash_point
-from kernel.supervisor import Cancelled, WorkerDied, WorkerFailed
+from kernel.loop.steps import crash_point
+from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
 from protocol.events import (
     ErrorData,
     FinalData,

@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from kernel.errors import SessionLocked, SessionNotFound, UsageError
-from kernel.event_log import parse_log
-from kernel.pending import interrupted
+from kernel.store.event_log import parse_log
+from kernel.store.pending import interrupted
 from protocol.events import Event, FinalData, ToolUncertainData
 
 CREATED_BY = "jev-harness"
@@ -20,7 +20,7 @@ CREATED_BY = "jev-harness"
 
 def inspect_session(home: Path, session_id: str) -> dict[str, Any]:
     """{"session_id", "status", "summary", "artifact"} after settling what a kill left open."""
-    from kernel.session import Session
+    from kernel.store.session import Session
 
     if not Session.exists(home, session_id):
         raise SessionNotFound(f"no session {session_id!r} in {home}")

@@ -20,8 +20,8 @@ from kernel.errors import ConfigError, JmpError, UsageError
 from kernel.harness.engine import Engine, Limits
 from kernel.harness.state import check_goal, clean
 from kernel.harness.workers import HarnessWorker, Jev
-from kernel.redact import Redactor
-from kernel.supervisor import WorkerDied, WorkerFailed, make_runtime_dir
+from kernel.store.redact import Redactor
+from kernel.supervision.supervisor import WorkerDied, WorkerFailed, make_runtime_dir
 from protocol.events import RunStartedData, TaskData, UserData
 from protocol.harness import TaskLoaded
 
@@ -130,7 +130,7 @@ def _load(
 
 
 def _create(home: Path, on_event: Any, redactor: Redactor) -> Any:
-    from kernel.session import Session
+    from kernel.store.session import Session
 
     return Session.create(
         home,

@@ -1,6 +1,7 @@
 """The two workers a harness run talks to: the harness worker (the task) and Jev's router.
 
-Both are ordinary supervised workers (kernel/supervisor.py): own process group, heartbeats,
+Both are ordinary supervised workers (kernel/supervision/supervisor.py): own process group,
+heartbeats,
 whole-tree kill, redacted output. The harness worker gets no model key in its environment: it
 runs the task script's code. The router gets only the Jev key.
 """
@@ -13,8 +14,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from kernel.settings import MODEL_KEYS
-from kernel.supervisor import Worker
+from kernel.config.settings import MODEL_KEYS
+from kernel.supervision.supervisor import Worker
 from protocol.events import ModelStartedData, UsageData
 from protocol.harness import (
     CloseTask,

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from kernel.errors import JmpError
-from kernel.session import Session
+from kernel.store.session import Session
 from protocol.events import ToolStartedData
 
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from kernel.context_state import events_after
+from kernel.context.state import events_after
 from kernel.errors import JmpError
 from protocol.events import (
     ErrorData,

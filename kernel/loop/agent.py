@@ -4,7 +4,7 @@ States of one run (`Agent.run`):
   PREPARE  record uncertain calls, the request, run_started -> blocked if unsettled
   ROUTE    Jev picks a label                        -> needs_input below the floor
   REVIEW   a proposed `done` gets completion_review -> RESPOND / ROUTE without done / blocked
-  STEP     a tool call (kernel/steps.py)            -> ROUTE, or blocked on uncertainty
+  STEP     a tool call (kernel/loop/steps.py)            -> ROUTE, or blocked on uncertainty
   RESPOND  Flash writes the answer (or `ask`)       -> completed / needs_input
 Every exit writes a `final` event; the lock and the workers are released by `close()`.
 """
@@ -17,11 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from kernel import pending, prompts
-from kernel.context import ContextPolicy
+from kernel.context.policy import ContextPolicy
 from kernel.errors import ContextOverflow, UsageError
-from kernel.steps import StepOutcome, Stop, ToolStep
-from kernel.supervisor import Cancelled, WorkerDied, WorkerFailed
+from kernel.loop import prompts
+from kernel.loop.steps import StepOutcome, Stop, ToolStep
+from kernel.store import pending
+from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
 from protocol.events import (
     CleanupWarningData,
     CompletionReviewData,
@@ -38,9 +39,9 @@ from protocol.events import (
 from protocol.messages import Message
 
 if TYPE_CHECKING:
-    from kernel.models import Models
-    from kernel.session import Session
-    from kernel.tools import Tools
+    from kernel.store.session import Session
+    from kernel.supervision.models import Models
+    from kernel.supervision.tools import Tools
 
 LISTING_LIMIT = 200
 AUTO_COMPACT_EVENTS = 2000  # records since the last checkpoint that end a run with a new one
@@ -354,12 +355,12 @@ class Agent:
                 break
             since += 1
         if since >= AUTO_COMPACT_EVENTS:
-            from kernel.context_checkpoint import compact
+            from kernel.context.checkpoint import compact
 
             compact(self.session, self.policy)
 
     def _compact(self) -> str:
-        from kernel.context_checkpoint import compact
+        from kernel.context.checkpoint import compact
 
         written = compact(self.session, self.policy)
         return f"Compacted locally: {len(written)} checkpoint(s), no model call."

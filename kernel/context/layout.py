@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from kernel.context_render import excerpt, mark, nbytes, row
-from kernel.context_state import Call, Chunk
+from kernel.context.render import excerpt, mark, nbytes, row
+from kernel.context.state import Call, Chunk
 
 ARCHIVE_STEP = 8  # working calls archived per step once the pressure mark is passed
 MIN_BODY = 512  # bodies keep this much before older archive rows are collapsed

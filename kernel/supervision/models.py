@@ -13,8 +13,8 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernel.settings import MODEL_KEYS
-from kernel.supervisor import WorkerFailed
+from kernel.config.settings import MODEL_KEYS
+from kernel.supervision.supervisor import WorkerFailed
 from protocol.events import ModelProgressData, ModelStartedData, Stage, UsageData
 from protocol.messages import (
     Generate,
@@ -28,9 +28,9 @@ from protocol.messages import (
 )
 
 if TYPE_CHECKING:
-    from kernel.session import Session
-    from kernel.settings import Settings
-    from kernel.supervisor import Worker
+    from kernel.config.settings import Settings
+    from kernel.store.session import Session
+    from kernel.supervision.supervisor import Worker
 
 READY_TIMEOUT_S = 30.0
 
@@ -58,7 +58,7 @@ class Models:
         """Spawn both workers now (non-blocking); a missing key is a ConfigError here."""
         if self._router is not None:
             return
-        from kernel.supervisor import make_runtime_dir
+        from kernel.supervision.supervisor import make_runtime_dir
 
         self.settings.require_keys()
         self._runtime = make_runtime_dir()
@@ -67,7 +67,7 @@ class Models:
 
     def _spawn(self, kind: str) -> Worker:
         """A fresh worker of `kind`, started; only its own key is in its environment."""
-        from kernel.supervisor import Worker
+        from kernel.supervision.supervisor import Worker
 
         assert self._runtime is not None
         own = self.settings.router_env() if kind == "router" else self.settings.generator_env()

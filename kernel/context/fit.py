@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from kernel.context_layout import (
+from kernel.context.layout import (
     ARCHIVE_STEP,
     MIN_BODY,
     Archive,
@@ -20,11 +20,11 @@ from kernel.context_layout import (
     set_limit,
     water_fill,
 )
-from kernel.context_render import body_source, nbytes, row, short
-from kernel.context_state import Call, State, archivable
+from kernel.context.render import body_source, nbytes, row, short
+from kernel.context.state import Call, State, archivable
 
 if TYPE_CHECKING:
-    from kernel.context import ContextPolicy, Pinned
+    from kernel.context.policy import ContextPolicy, Pinned
 
 RECENT_TITLE = "== RECENT EXECUTION (tool calls, oldest first; outputs are excerpts) =="
 SNAPSHOT_TITLE = (

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from kernel.context_cache import FoldCache
-from kernel.context_checkpoint import (
+from kernel.context.cache import FoldCache
+from kernel.context.checkpoint import (
     Checkpoint,
     build_checkpoint,
     compact,
@@ -21,14 +21,14 @@ from kernel.context_checkpoint import (
     usable,
     write_checkpoint,
 )
-from kernel.context_fit import Parts, fit
-from kernel.context_render import nbytes, row, short
-from kernel.context_state import State, fold
+from kernel.context.fit import Parts, fit
+from kernel.context.render import nbytes, row, short
+from kernel.context.state import State, fold
 from kernel.errors import ConfigError, ContextOverflow
 from protocol.events import CompactionData, Event
 
 if TYPE_CHECKING:
-    from kernel.recall import RecallIndex
+    from kernel.context.recall import RecallIndex
 
 __all__ = [
     "Checkpoint",

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from kernel.prompts import RECALL_DESCRIPTION
-from kernel.recall import Page, RecallError, RecallIndex
+from kernel.context.recall import Page, RecallError, RecallIndex
+from kernel.loop.prompts import RECALL_DESCRIPTION
 
 RECALL_SCHEMA: dict[str, Any] = {
     "type": "object",

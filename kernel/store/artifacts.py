@@ -13,8 +13,8 @@ from typing import Any
 import msgspec
 
 from kernel.errors import ArtifactRefused
-from kernel.event_log import write_all
-from kernel.redact import Redactor
+from kernel.store.event_log import write_all
+from kernel.store.redact import Redactor
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _json = msgspec.json.Encoder()

@@ -21,7 +21,7 @@ from typing import Any
 import msgspec
 import zmq
 
-from kernel.proctree import TreeRecord
+from kernel.supervision.proctree import TreeRecord
 from protocol.codec import UnsupportedVersion, decode_from_worker, encode_frame
 from protocol.messages import HEARTBEAT_MS, Failed, Heartbeat, Ready
 

@@ -13,9 +13,9 @@ import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
-from kernel.redact import Redactor
-from kernel.settings import MODEL_KEYS
-from kernel.supervisor import Worker, make_runtime_dir
+from kernel.config.settings import MODEL_KEYS
+from kernel.store.redact import Redactor
+from kernel.supervision.supervisor import Worker, make_runtime_dir
 from protocol.messages import (
     ListTools,
     RunTool,

@@ -15,7 +15,7 @@ import msgspec
 
 from kernel.errors import ConfigError
 
-PROJECT = Path(__file__).resolve().parent.parent
+PROJECT = Path(__file__).resolve().parents[2]
 DEFAULT_PATH = PROJECT / ".jmp" / "mcp.json"
 ENV_PATH = "JMP_MCP_CONFIG"
 ENV_SERVERS = "JMP_MCP_SERVERS"  # the tool worker reads the normalized config from here

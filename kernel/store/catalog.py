@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-PROJECT = Path(__file__).resolve().parent.parent  # the directory that holds main.py
+PROJECT = Path(__file__).resolve().parents[2]  # the directory that holds main.py
 SESSION_ID = re.compile(r"[0-9a-f]{32}")
 HEAD_BYTES = 64 * 1024  # a first user request longer than this is read line by line
 TAIL_BYTES = 64 * 1024  # doubled until a line that decides the status is found

@@ -20,12 +20,12 @@ from pathlib import Path
 from typing import Any
 
 from kernel.errors import JmpError
-from kernel.proctree import TOKEN_ENV
-from kernel.wire import Death, WireThread
+from kernel.supervision.proctree import TOKEN_ENV
+from kernel.supervision.wire import Death, WireThread
 from protocol.messages import Cancel, Failed, ModelUsage, Progress, Ready, Shutdown
 
 log = logging.getLogger("jmp.supervisor")
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CANCEL_GRACE_S = 2.0  # a cancelled request gets this long to answer before the kill
 SHUTDOWN_GRACE_S = 1.0
 IPC_PATH_MAX = 107  # sun_path is 108 bytes including the NUL

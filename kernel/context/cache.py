@@ -7,8 +7,8 @@ is always equal to a fresh fold of the same events from the same checkpoint.
 
 from __future__ import annotations
 
-from kernel.context_checkpoint import Checkpoint, usable
-from kernel.context_state import Call, State, call_index, fold
+from kernel.context.checkpoint import Checkpoint, usable
+from kernel.context.state import Call, State, call_index, fold
 from protocol.events import Event
 
 

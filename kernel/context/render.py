@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from kernel.context_state import CHUNK_ROWS, Call, Chunk, State, archivable
+from kernel.context.state import CHUNK_ROWS, Call, Chunk, State, archivable
 
 ReadArtifact = Callable[[str], str]
 TARGET_BYTES = 240  # a target longer than this (a long shell command) is cut in rows

@@ -14,12 +14,12 @@ from types import TracebackType
 
 import msgspec
 
-from kernel.artifacts import Artifacts
-from kernel.catalog import SessionInfo, is_session_id, list_sessions, sessions_home, status_of
 from kernel.errors import SessionNotFound, UsageError
-from kernel.event_log import EventLog, fsync_dir
-from kernel.lock import SessionLock
-from kernel.redact import Redactor
+from kernel.store.artifacts import Artifacts
+from kernel.store.catalog import SessionInfo, is_session_id, list_sessions, sessions_home, status_of
+from kernel.store.event_log import EventLog, fsync_dir
+from kernel.store.lock import SessionLock
+from kernel.store.redact import Redactor
 from protocol.codec import make_event
 from protocol.events import KIND_OF, Data, ErrorData, Event, SessionData
 

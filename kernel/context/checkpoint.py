@@ -14,8 +14,8 @@ from pathlib import Path
 
 import msgspec
 
-from kernel.context_render import archive_calls
-from kernel.context_state import MAX_SNAPSHOTS, State, fold
+from kernel.context.render import archive_calls
+from kernel.context.state import MAX_SNAPSHOTS, State, fold
 from protocol.events import CompactionData, Event
 
 CHECKPOINT_FORMAT = 1
@@ -112,7 +112,7 @@ def usable(checkpoint: Checkpoint, events: list[Event]) -> bool:
 
 def compact(session: object, policy: object | None = None) -> list[CompactionData]:
     """Write the checkpoint of the session's log and append one `compaction` event per audience."""
-    from kernel.context import AUDIENCES, ContextPolicy  # the policy module imports this one
+    from kernel.context.policy import AUDIENCES, ContextPolicy  # the policy module imports this one
 
     chosen = policy if isinstance(policy, ContextPolicy) else ContextPolicy()
     events = session.events  # type: ignore[attr-defined]

@@ -16,11 +16,11 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from kernel import prompts
-from kernel.context import FoldCache
+from kernel.context.policy import FoldCache
 from kernel.errors import JmpError
-from kernel.offload import fixed_arguments
-from kernel.supervisor import Cancelled, WorkerDied, WorkerFailed
+from kernel.loop import prompts
+from kernel.loop.offload import fixed_arguments
+from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
 from protocol.codec import to_builtins
 from protocol.events import (
     ArgumentOffloadData,
@@ -35,10 +35,10 @@ from protocol.events import (
 from protocol.messages import Message, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
-    from kernel.context import ContextPolicy, Projection
-    from kernel.models import Models
-    from kernel.session import Session
-    from kernel.tools import Tools
+    from kernel.context.policy import ContextPolicy, Projection
+    from kernel.store.session import Session
+    from kernel.supervision.models import Models
+    from kernel.supervision.tools import Tools
 
 PREVIEW_CHARS = 2000
 ARGUMENTS_PREVIEW_CHARS = 600
@@ -115,7 +115,7 @@ class ToolStep:
 
     def recall_index(self) -> Any:
         """The session's recall cache, synced; None when it cannot be had (never fatal)."""
-        from kernel.recall import RecallIndex
+        from kernel.context.recall import RecallIndex
 
         try:
             if self._recall is None:
@@ -143,7 +143,7 @@ class ToolStep:
     def _checkpoint(self) -> Any:
         """The latest compaction checkpoint, read once per run (building starts from it)."""
         if self._loaded_checkpoint is None:
-            from kernel.context_checkpoint import load_latest_checkpoint
+            from kernel.context.checkpoint import load_latest_checkpoint
 
             self._loaded_checkpoint = (load_latest_checkpoint(self.session.directory),)
         return self._loaded_checkpoint[0]
@@ -164,7 +164,7 @@ class ToolStep:
 
     def spec(self, tool: str) -> ToolSpec:
         if tool == "recall":
-            from kernel.recall_tool import RECALL_SCHEMA
+            from kernel.context.recall_tool import RECALL_SCHEMA
 
             return ToolSpec(
                 name="recall", description=prompts.RECALL_DESCRIPTION, parameters=RECALL_SCHEMA
@@ -230,8 +230,8 @@ class ToolStep:
 
     def _validate(self, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
         if tool == "recall":
-            from kernel.recall import RecallError
-            from kernel.recall_tool import recall_arguments
+            from kernel.context.recall import RecallError
+            from kernel.context.recall_tool import recall_arguments
 
             try:
                 recall_arguments(arguments)
@@ -327,7 +327,7 @@ class ToolStep:
             return ToolResult(reply_to=call_id, status="error", error=exc.detail, text=exc.detail)
 
     def _recall_call(self, call_id: str, arguments: dict[str, Any]) -> ToolResult:
-        from kernel.recall_tool import run_recall
+        from kernel.context.recall_tool import run_recall
 
         index = self.recall_index()
         try:

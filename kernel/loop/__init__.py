@@ -1,0 +1,1 @@
+"""The agent loop: a run, its steps, argument offload, prompts."""

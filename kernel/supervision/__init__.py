@@ -1,0 +1,1 @@
+"""Worker processes: spawn, the I/O thread, the process tree, and the model and tool handles."""
