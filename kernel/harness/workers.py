@@ -1,9 +1,8 @@
 """The two workers a harness run talks to: the harness worker (the task) and Jev's router.
 
 Both are ordinary supervised workers (kernel/supervision/supervisor.py): own process group,
-heartbeats,
-whole-tree kill, redacted output. The harness worker gets no model key in its environment: it
-runs the task script's code. The router gets only the Jev key.
+heartbeats, whole-tree kill, redacted output. The harness worker gets no model key in its
+environment: it runs the task script's code. The router gets only the Jev key.
 """
 
 from __future__ import annotations
