@@ -13,7 +13,7 @@ import logging
 import os
 import signal
 import sys
-from typing import Any
+from typing import Any, cast
 
 from kernel.store.redact import Redactor
 
@@ -46,7 +46,7 @@ def serve(sessions_dir: str | None = None) -> int:
 
 
 async def _serve(config: Any, out: Any) -> None:
-    from acp import run_agent, stdio_streams
+    from acp import Agent, run_agent, stdio_streams
 
     from acp_server.server import JmpAcpAgent
 
@@ -57,7 +57,8 @@ async def _serve(config: Any, out: Any) -> None:
         reader, writer = await stdio_streams(limit=BUFFER_LIMIT_BYTES)
     finally:
         sys.stdout = saved
-    serving = asyncio.ensure_future(run_agent(agent, writer, reader))
+    # The SDK's router answers "method not found" for the Agent methods jmp leaves out.
+    serving = asyncio.ensure_future(run_agent(cast("Agent", agent), writer, reader))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, serving.cancel)

@@ -11,14 +11,19 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from acp.schema import AcpMcpServer, HttpMcpServer, McpServerStdio, SseMcpServer
 
+import main as boundary  # the Python boundary (CONTRACT 4): lazy, nothing loads until used
 from kernel.errors import ConfigError, UsageError, WorkspaceMismatch
 from kernel.store.redact import Redactor
-from main import Agent, Models, Session, Settings, Tools, instructions, load_servers
 from protocol.events import Event
+
+if TYPE_CHECKING:
+    from kernel.config.settings import Settings
+    from kernel.loop.agent import Agent
+    from kernel.store.session import Session
 
 ClientServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
 EventSink = Callable[[Event], None]
@@ -39,8 +44,9 @@ class Config:
         with self._lock:
             if self._settings is None:
                 try:
-                    self._settings = Settings.environment()
-                    self.redactor.add(*self._settings.secrets)
+                    read = boundary.Settings.environment()
+                    self.redactor.add(*read.secrets)
+                    self._settings = read
                 except ConfigError as exc:
                     self._settings = exc
             if isinstance(self._settings, ConfigError):
@@ -51,7 +57,7 @@ class Config:
         """The configured servers plus the client's; a name used twice is a ConfigError."""
         with self._lock:
             if self._servers is None:
-                self._servers = load_servers()  # read once (CONTRACT 10)
+                self._servers = boundary.load_servers()  # read once (CONTRACT 10)
                 self.redactor.add(*self._servers.secrets)
         configured = self._servers
         merged = dict(configured.servers)
@@ -145,7 +151,7 @@ def create(config: Config, cwd: str, client: Sequence[ClientServer], sink: Event
     workspace = workspace_of(cwd)
     servers = config.servers(client)
     secrets = (*settings.secrets, *servers.secrets)
-    session = Session.create(config.home, workspace, on_event=sink, secrets=secrets)
+    session = boundary.Session.create(config.home, workspace, on_event=sink, secrets=secrets)
     return _handle(session, settings, servers)
 
 
@@ -155,7 +161,7 @@ def load(
     """Lock and load a session; a cwd other than its workspace is refused, as in the CLI."""
     settings = config.settings()
     servers = config.servers(client)
-    session = Session.open(
+    session = boundary.Session.open(
         config.home, session_id, on_event=sink, secrets=(*settings.secrets, *servers.secrets)
     )
     try:
@@ -171,9 +177,11 @@ def load(
 
 def _handle(session: Session, settings: Settings, servers: Any) -> Handle:
     try:
-        models = Models(session, settings)
-        tools = Tools(session.workspace, session.directory / "terminal", servers)
-        agent = Agent(session, models, tools, instructions=instructions(), cancel=threading.Event())
+        models = boundary.Models(session, settings)
+        tools = boundary.Tools(session.workspace, session.directory / "terminal", servers)
+        agent = boundary.Agent(
+            session, models, tools, instructions=boundary.instructions(), cancel=threading.Event()
+        )
     except BaseException:
         session.close()
         raise
