@@ -9,6 +9,7 @@ import msgspec
 from protocol.events import DATA_TYPES, EVENT_VERSION, KIND_OF, Data, Event
 from protocol.harness import HarnessFromWorker, HarnessToWorker
 from protocol.messages import WIRE_VERSION, Frame, FromWorker, ToWorker
+from protocol.text import scrubbed
 
 
 class UnsupportedVersion(ValueError):
@@ -43,8 +44,11 @@ def make_event(session_id: str, seq: int | None, time: float | None, data: Data)
 
 
 def encode_event(event: Event) -> bytes:
-    """One JSON line (no trailing newline)."""
-    return _json_encoder.encode(event)
+    """One JSON line (no trailing newline); a string UTF-8 cannot carry is escaped, never fatal."""
+    try:
+        return _json_encoder.encode(event)
+    except UnicodeEncodeError:
+        return _json_encoder.encode(scrubbed(msgspec.to_builtins(event)))
 
 
 def decode_event(line: bytes | str) -> Event:
@@ -88,8 +92,13 @@ _msgpack_encoder = msgspec.msgpack.Encoder()
 
 
 def encode_frame(body: Any) -> bytes:
-    """Encode one message inside a versioned frame."""
-    return _msgpack_encoder.encode(Frame(body=body))
+    """Encode one message inside a versioned frame. A string UTF-8 cannot carry (a lone
+    surrogate: an undecodable file name, a model's `\\ud800`) is escaped, never fatal."""
+    frame = Frame(body=body)
+    try:
+        return _msgpack_encoder.encode(frame)
+    except UnicodeEncodeError:
+        return _msgpack_encoder.encode(scrubbed(msgspec.to_builtins(frame)))
 
 
 def _check_version(buf: bytes) -> None:

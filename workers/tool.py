@@ -48,7 +48,8 @@ SLICES: dict[str, tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {
 }
 DESCRIPTIONS = {
     "read": "Show a text file with line numbers (optionally only view_range [first, last], "
-    "1-based, last -1 = end of file), or list a directory up to two levels deep.",
+    "1-based, last -1 = end of file), or list a directory up to two levels deep (symbolic links "
+    "end in @ and are not followed).",
     "write": "Create a new file with the given content. Refused if the file already exists.",
     "edit": "Change an existing file: `str_replace` replaces old_str, which must match exactly "
     "once, with new_str; `insert` inserts new_str after line insert_line (0 = at the top).",
@@ -99,14 +100,15 @@ class ToolWorker:
         if quiet:  # OpenHands logs INFO lines to stderr at import; keep the user's stderr clean
             os.environ["LOG_LEVEL"] = "WARNING"
         from openhands.tools.file_editor.definition import FileEditorAction
-        from openhands.tools.file_editor.impl import FileEditorExecutor
         from openhands.tools.terminal.definition import TerminalAction
 
         if quiet:
             os.environ.pop("LOG_LEVEL", None)
         self.models = {"read": FileEditorAction, "write": FileEditorAction}
         self.models |= {"edit": FileEditorAction, "bash": TerminalAction}
-        self.editor = FileEditorExecutor(workspace_root=str(self.workspace))
+        from workers.editor import workspace_executor
+
+        self.editor = workspace_executor(self.workspace)
         self.terminal = self._new_terminal()
         self.specs = [self._spec(name) for name in SLICES]
         self._start_mcp()
@@ -213,7 +215,8 @@ class ToolWorker:
         if msg.tool.startswith("mcp.") and self.mcp is not None:
             self.validate(msg.tool, msg.arguments)  # never trust the wire
             fields = self.mcp.call(msg.tool, msg.arguments, cancel, timeout_s=msg.timeout_s)
-            return ToolResult(reply_to=msg.id, **fields)
+            # The real time, a timed-out or cancelled call included.
+            return ToolResult(reply_to=msg.id, seconds=time.monotonic() - start, **fields)
         action = self._action(msg.tool, msg.arguments)
         if msg.tool != "bash":
             obs = self.editor(action)

@@ -37,6 +37,7 @@ from protocol.events import (
     UserData,
 )
 from protocol.messages import Message
+from protocol.text import shown_name
 
 if TYPE_CHECKING:
     from kernel.store.session import Session
@@ -91,7 +92,8 @@ def workspace_listing(root: Path, limit: int = LISTING_LIMIT) -> tuple[list[str]
             is_dir = entry.is_dir(follow_symlinks=False)
             if len(found) >= limit:
                 return found, True
-            found.append(rel + "/" if is_dir else rel)
+            shown = shown_name(rel)  # a name that is not UTF-8 is shown escaped (\\xNN)
+            found.append(shown + "/" if is_dir else shown)
             if is_dir:
                 queue.append(Path(entry.path))
     return found, False

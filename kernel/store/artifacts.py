@@ -15,6 +15,7 @@ import msgspec
 from kernel.errors import ArtifactRefused
 from kernel.store.event_log import write_all
 from kernel.store.redact import Redactor
+from protocol.text import scrubbed, shown_name
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _json = msgspec.json.Encoder()
@@ -34,12 +35,16 @@ class Artifacts:
     def write_json(self, name: str, obj: Any, *, durable: bool = True) -> str:
         """Store obj as indented JSON; returns the relative path; durable=False skips the fsync."""
         clean = self.redactor.value(msgspec.to_builtins(obj))
-        data = msgspec.json.format(_json.encode(clean), indent=2) + b"\n"
+        try:
+            encoded = _json.encode(clean)
+        except UnicodeEncodeError:  # a lone surrogate: escaped, never a failed run
+            encoded = _json.encode(scrubbed(clean))
+        data = msgspec.json.format(encoded, indent=2) + b"\n"
         return self._write(name, data, durable)
 
     def write_text(self, name: str, text: str, *, durable: bool = True) -> str:
         """Store text; returns the relative path; durable=False skips the fsync (still atomic)."""
-        data = self.redactor.text(text).encode("utf-8", "surrogateescape")
+        data = shown_name(self.redactor.text(text)).encode("utf-8")
         rel = self._write(name, data, durable)
         if len(data) <= CACHE_ENTRY_CHARS:
             self._texts.put(rel, as_read(data))

@@ -1,0 +1,71 @@
+"""Text that UTF-8 can always carry: escaped file names and repaired model text. Pure functions.
+
+Python hands undecodable file-name bytes over as lone surrogates (surrogateescape), and a model's
+JSON may carry a lone `\\ud800`; neither can be encoded as UTF-8, so a frame or a log line holding
+one would fail to encode. These helpers turn such text into something every writer accepts.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+REPLACEMENT = "\ufffd"
+
+
+def has_surrogates(text: str) -> bool:
+    """True when `text` holds a lone surrogate (it cannot be encoded as UTF-8)."""
+    return _SURROGATE.search(text) is not None
+
+
+def shown_name(name: str) -> str:
+    """A file name as text: bytes that were not UTF-8 (surrogateescape) become `\\xNN`."""
+    if not has_surrogates(name):
+        return name
+    return _SURROGATE.sub(_escape, name)
+
+
+def _escape(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's range: one undecodable byte
+        return f"\\x{code - 0xDC00:02x}"
+    return REPLACEMENT
+
+
+def repaired(text: str) -> str:
+    """Model text with every lone surrogate replaced by U+FFFD."""
+    if not has_surrogates(text):
+        return text
+    return _SURROGATE.sub(REPLACEMENT, text)
+
+
+def first_surrogate(value: Any, path: str = "") -> str | None:
+    """Where in a JSON-like value the first lone surrogate is (`path[key]...`), else None."""
+    if isinstance(value, str):
+        match = _SURROGATE.search(value)
+        return f"{path or 'value'} character {match.start()}" if match else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            where = first_surrogate(key, f"{path}[key]") or first_surrogate(
+                item, f"{path}[{key!r}]"
+            )
+            if where:
+                return where
+    if isinstance(value, list):
+        for n, item in enumerate(value):
+            where = first_surrogate(item, f"{path}[{n}]")
+            if where:
+                return where
+    return None
+
+
+def scrubbed(value: Any) -> Any:
+    """A builtins value (dicts, lists, strings, ...) with every string passed through shown_name."""
+    if isinstance(value, str):
+        return shown_name(value)
+    if isinstance(value, dict):
+        return {scrubbed(k): scrubbed(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrubbed(v) for v in value]
+    return value
