@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import sys
 import threading
 import time
 import types
-from pathlib import Path
 from typing import Any
 
 from jev_harness.check import traceback_summary
@@ -46,7 +46,14 @@ SCRIPT_MODULE = "jev_task_script"
 
 def load_script(path: str, sha256: str) -> types.ModuleType:
     """Execute the script's bytes as a module, refusing bytes that do not hash to sha256."""
-    data = Path(path).read_bytes()
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not hang us
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RequestFailed("task", f"{path} is not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read()
+    finally:
+        os.close(fd)
     digest = hashlib.sha256(data).hexdigest()
     if digest != sha256:
         raise RequestFailed("task", f"{path} changed since it was logged (sha256 {digest})")

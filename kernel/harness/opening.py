@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -55,10 +56,17 @@ class Opened:
 def script_digest(script: str | os.PathLike[str]) -> tuple[str, str]:
     """The script's absolute path and the sha256 of its bytes; UsageError if unreadable."""
     path = Path(script).expanduser().absolute()
-    try:
-        data = path.read_bytes()
+    try:  # non-blocking: a FIFO given as the script must not hang the run
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as exc:
         raise UsageError(f"task script {script}: {exc.strerror or exc}") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise UsageError(f"task script {script} is not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as f:
+            data = f.read()
+    finally:
+        os.close(fd)
     return str(path), hashlib.sha256(data).hexdigest()
 
 
@@ -90,7 +98,7 @@ def open_run(
     try:
         harness.start()
         limit_view = {"max_steps": limits.max_steps, "timeout_s": limits.timeout_s}
-        loaded = _load(harness, path, sha256, inputs, goal, context, limit_view)
+        loaded = _load(harness, path, sha256, inputs, goal, context, limit_view, limits.timeout_s)
         session = _create(home, on_event, redactor)
     except BaseException:
         harness.close()
@@ -120,9 +128,10 @@ def _load(
     goal: str,
     context: Any,
     limits: dict[str, Any],
+    timeout_s: float,
 ) -> TaskLoaded:
     try:
-        return harness.load(path, sha256, inputs, goal, context, limits)
+        return harness.load(path, sha256, inputs, goal, context, limits, timeout_s)
     except WorkerFailed as exc:
         raise TaskScriptError(f"task script {path}: {exc.detail}") from None
     except WorkerDied as exc:

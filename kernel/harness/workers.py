@@ -69,6 +69,7 @@ class HarnessWorker:
         goal: str,
         context: Any,
         limits: dict[str, Any],
+        timeout_s: float = LOAD_TIMEOUT_S,
     ) -> TaskLoaded:
         """Import the script (by its hashed bytes) and build the task; WorkerFailed("task")."""
         self.worker.wait_ready(READY_TIMEOUT_S)
@@ -81,7 +82,9 @@ class HarnessWorker:
             context=context,
             limits=limits,
         )
-        reply: TaskLoaded = self.worker.request(msg, timeout_s=LOAD_TIMEOUT_S)
+        # A script that hangs while loading is stopped within the run's own time limit.
+        limit = max(1.0, min(LOAD_TIMEOUT_S, timeout_s))
+        reply: TaskLoaded = self.worker.request(msg, timeout_s=limit)
         return reply
 
     def observe(self) -> Observed:

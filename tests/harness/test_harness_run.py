@@ -153,3 +153,16 @@ def test_what_the_harness_worker_prints_is_redacted(cli: HarnessCli) -> None:
     for path in cli.home.rglob("*"):
         if path.is_file():
             assert secret.encode() not in path.read_bytes()
+
+
+def test_a_fifo_as_the_script_and_a_hanging_build_end_with_exit_2(cli: HarnessCli) -> None:
+    import os
+
+    fifo = cli.tmp / "script.py"
+    os.mkfifo(fifo)
+    out = cli.run(fifo, "pick b", INPUTS)
+    assert out.code == 2 and "not a regular file" in out.stderr
+    hung = cli.run(PICK, "pick b", {**INPUTS, "hang_build": True}, "--timeout", "1")
+    assert hung.code == 2 and "task script" in hung.stderr
+    assert hung.result["status"] == "error"
+    assert not cli.home.exists() or not any(cli.home.iterdir())

@@ -77,6 +77,10 @@ def env_tool() -> jev.Tool:
 def build(inputs: dict[str, Any]) -> jev.Task:
     if inputs.get("fail_build"):
         raise ValueError("this build fails on purpose")
+    if inputs.get("hang_build"):  # a build that never returns: the run's timeout stops it
+        import threading
+
+        threading.Event().wait()
     if inputs.get("print_env"):  # what a careless script prints must still be redacted
         print("camofox key:", os.environ.get("CAMOFOX_ACCESS_KEY"), flush=True)
         print("camofox key:", os.environ.get("CAMOFOX_ACCESS_KEY"), file=sys.stderr, flush=True)
