@@ -1,0 +1,242 @@
+"""`python -m jev_harness.mcp SCRIPT --goal TEXT --inputs JSON ...`: one session over stdio MCP.
+
+Life of the process: the session is opened before the first frame is read (a bad script, bad
+JSON or a missing key is named on stderr, exit 2, and nothing is served); `--timeout` counts
+from the process start. On stdin EOF or SIGTERM the server stops: a call in flight gets
+STOP_GRACE_S to end (a delegated run is cancelled between steps), else the harness worker is
+killed (the operation is then `tool_uncertain`, never re-run); `final` is written, toolkits are
+closed (an owned Camofox tab deleted), both workers are stopped. Only MCP frames reach stdout:
+file descriptor 1 is pointed at stderr for everything else, and diagnostics are redacted.
+"""
+
+from __future__ import annotations
+
+import time
+
+SERVER_START = time.monotonic()  # --timeout counts from here
+
+import argparse  # noqa: E402
+import io  # noqa: E402
+import json  # noqa: E402
+import logging  # noqa: E402
+import os  # noqa: E402
+import signal  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+from typing import Any  # noqa: E402
+
+STOP_GRACE_S = 5.0  # a call in flight at shutdown gets this long before its worker is killed
+
+
+class Usage(Exception):
+    """A wrong command line or a server that cannot start, named (exit 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise Usage(f"{message} (see python -m jev_harness.mcp --help)")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="python -m jev_harness.mcp",
+        description="Serve one jev-harness task session over stdio MCP.",
+    )
+    p.add_argument("script", metavar="SCRIPT")
+    p.add_argument("--goal", required=True, metavar="TEXT")
+    p.add_argument("--inputs", required=True, metavar="JSON")
+    p.add_argument("--context", metavar="JSON")
+    p.add_argument("--max-steps", type=int, default=20, metavar="N")
+    p.add_argument("--timeout", type=float, default=120.0, metavar="S")
+    p.add_argument("--archive", metavar="FILE", help="mirror every persisted event line here")
+    p.add_argument("--direct-only", action="store_true", help="no run_task, no Jev key needed")
+    p.add_argument("--sessions-dir", metavar="PATH")
+    return p
+
+
+def _json(flag: str, text: str | None, *, obj: bool) -> Any:
+    if text is None:
+        return None
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise Usage(f"{flag} is not valid JSON: {exc}") from None
+    if obj and not isinstance(value, dict):
+        raise Usage(f"{flag} must be a JSON object, got {type(value).__name__}")
+    return value
+
+
+class Archive:
+    """`--archive FILE`: each persisted event line, byte for byte as in events.jsonl."""
+
+    def __init__(self, path: str) -> None:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        try:
+            self.fd: int | None = os.open(path, flags, 0o600)
+        except OSError as exc:
+            raise Usage(f"--archive: cannot write {path}: {exc.strerror or exc}") from None
+
+    def __call__(self, event: Any) -> None:
+        from kernel.store.event_log import write_all
+        from protocol.codec import encode_event
+
+        if event.seq is not None and self.fd is not None:  # transient events are not persisted
+            write_all(self.fd, encode_event(event) + b"\n")
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.fsync(self.fd)
+            os.close(self.fd)
+            self.fd = None
+
+
+class Redacting(logging.Filter):
+    def __init__(self, text: Any) -> None:
+        super().__init__()
+        self.text = text
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = self.text(record.getMessage()), None
+        return True
+
+
+def _redactor() -> Any:
+    from kernel.config.settings import Settings
+    from kernel.harness.opening import EXTRA_SECRETS
+    from kernel.store.redact import Redactor
+
+    try:
+        secrets = list(Settings.environment().secrets)
+    except Exception:
+        secrets = [os.environ.get(k, "") for k in ("TYPESAFE_API_KEY", "FLASH_API_KEY")]
+    secrets += [os.environ.get(k, "") for k in EXTRA_SECRETS]
+    return Redactor(tuple(s for s in secrets if s))
+
+
+class Server:
+    """The opened session, its MCP front and the one-time stop."""
+
+    def __init__(self, args: argparse.Namespace, archive: Archive | None, say: Any) -> None:
+        from jev_harness.mcp.server import Front
+        from jev_harness.session import open_session
+
+        self.say, self.archive = say, archive
+        self.session = open_session(
+            args.script,
+            args.goal,
+            _json("--inputs", args.inputs, obj=True),
+            context=_json("--context", args.context, obj=False),
+            max_steps=args.max_steps,
+            timeout=args.timeout,
+            sessions_dir=args.sessions_dir,
+            direct_only=args.direct_only,
+            on_event=archive,
+        )
+        self.session.engine.deadline = SERVER_START + args.timeout
+        self.front = Front(self.session, args.direct_only, self.session.session.redactor.value)
+        self._stopping = threading.Lock()
+        self.result: dict[str, Any] | None = None
+
+    def serve(self, mcp_out: int) -> None:
+        """Answer MCP frames until stdin ends."""
+        import anyio
+        from mcp.server.stdio import stdio_server
+
+        async def main() -> None:
+            out = anyio.wrap_file(io.TextIOWrapper(os.fdopen(mcp_out, "wb"), encoding="utf-8"))
+            server = self.front.server()
+            async with stdio_server(stdout=out) as (read, write):
+                await server.run(read, write, server.create_initialization_options())
+
+        anyio.run(main)
+
+    def stop(self, why: str) -> dict[str, Any]:
+        """Settle a call in flight, write final, stop workers; once (a second caller waits)."""
+        with self._stopping:
+            if self.result is None:
+                self.result = self._stop(why)
+            return self.result
+
+    def _stop(self, why: str) -> dict[str, Any]:
+        engine = self.session.engine
+        engine.cancel.set()  # a delegated run stops between steps
+        if not self.front.idle.wait(STOP_GRACE_S):
+            self.say(f"{why}: the call in flight did not end; stopping the harness worker")
+            engine.harness.close()  # the operation becomes tool_uncertain, never re-run
+            self.front.idle.wait(STOP_GRACE_S)
+        try:
+            result: dict[str, Any] = self.session.close()
+        finally:
+            if self.archive is not None:
+                self.archive.close()
+        self.say(f"{why}: session {self.session.session_id} ended {result.get('status')}")
+        return result
+
+
+def run(argv: list[str], mcp_out: int, say: Any) -> int:
+    args = parser().parse_args(argv)
+    if args.max_steps < 1:
+        raise Usage("--max-steps must be at least 1")
+    if not args.timeout > 0:
+        raise Usage("--timeout must be a positive number of seconds")
+    if not args.direct_only and not os.environ.get("TYPESAFE_API_KEY", "").strip():
+        raise Usage("not set: TYPESAFE_API_KEY (Jev runs delegated tasks; or use --direct-only)")
+    _json("--inputs", args.inputs, obj=True)
+    _json("--context", args.context, obj=False)
+    archive = Archive(args.archive) if args.archive else None
+    try:
+        server = Server(args, archive, say)
+    except BaseException:
+        if archive is not None:
+            archive.close()
+        raise
+
+    def on_term(signum: int, frame: Any) -> None:
+        def finish() -> None:
+            server.stop("SIGTERM")
+            sys.stderr.flush()
+            os._exit(0)
+
+        threading.Thread(target=finish, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, on_term)
+    say(f"serving session {server.session.session_id} (pid {os.getpid()})")
+    try:
+        server.serve(mcp_out)
+    finally:
+        server.stop("stdin closed")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the server; returns the exit status (0 after a clean stop, 2 if it cannot start)."""
+    mcp_out = os.dup(sys.stdout.fileno())  # MCP frames only; fd 1 now goes to stderr
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    redactor = _redactor()
+
+    def say(message: str) -> None:
+        print(f"jev_harness.mcp: {redactor.text(message)}", file=sys.stderr, flush=True)
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.addFilter(Redacting(redactor.text))
+    logging.basicConfig(level=logging.WARNING, handlers=[handler])
+    logging.getLogger("mcp").setLevel(logging.ERROR)  # "tool not listed" for delegate is noise
+    try:
+        return run(sys.argv[1:] if argv is None else list(argv), mcp_out, say)
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else 0
+    except Usage as exc:
+        say(str(exc))
+        return 2
+    except Exception as exc:
+        from kernel.errors import JmpError
+
+        if isinstance(exc, JmpError):
+            say(str(exc))
+        else:
+            say(f"internal error: {type(exc).__name__}: {exc}")
+        return 2
+
+
+def entry() -> None:
+    sys.exit(main())

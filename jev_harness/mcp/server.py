@@ -1,0 +1,154 @@
+"""The MCP front end of one harness session: tool calls in, structured results out.
+
+Calls are served one at a time: the SDK runs request handlers concurrently, so a call that
+arrives while another is in flight is refused `busy` at once (never queued), before anything
+else is looked at. The session's own work runs in a worker thread, so the event loop keeps
+answering (with `busy`) meanwhile.
+
+Every result carries `structuredContent` and the same JSON as text. A refusal has `isError`
+true, `structuredContent.code` and the code as the first word of its text; its message is
+fixed per code and never echoes what the caller sent. Nothing is written to the session log
+for a refusal (the session checks before it acts).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import mcp.types as types
+from mcp.server.lowlevel import Server
+
+from jev_harness.mcp import tools
+
+MESSAGES = {
+    "busy": "another call is in flight; calls are served one at a time",
+    "direct_only": "this server is direct-only: choose each operation with operate",
+    "route_fixed": "direct operation and delegation cannot be mixed once one has executed",
+    "stale_state": "state_ref is not the latest; call observe for the current one",
+    "repeated_operation": "this tool already ran with these options",
+    "incomplete": "give an option id for every parameter of the tool, and no other",
+    "unoffered": "the tool or an option is not in the current offer; see observe and arguments",
+    "unknown_tool": "no such tool; see tools/list",
+}
+
+
+class Front:
+    """Serves one HarnessSession over MCP; `server()` builds the SDK server."""
+
+    def __init__(self, session: Any, direct_only: bool, redact: Callable[[Any], Any]) -> None:
+        self.session = session
+        self.direct_only = direct_only
+        self.redact = redact
+        self.in_flight = False
+        self.idle = threading.Event()  # set while no call runs in a worker thread
+        self.idle.set()
+        self.calls = 0
+
+    def server(self) -> Server[Any, Any]:
+        server: Server[Any, Any] = Server(
+            "jev-harness",
+            instructions=(
+                "One jev-harness task. Call observe, then arguments and operate with the "
+                "latest state_ref, or run_task to let Jev run the whole task."
+            ),
+        )
+
+        @server.list_tools()  # type: ignore[no-untyped-call, untyped-decorator]
+        async def list_tools() -> list[types.Tool]:
+            return tools.listed(self.direct_only)
+
+        @server.call_tool(validate_input=False)  # type: ignore[untyped-decorator]
+        async def call_tool(name: str, arguments: dict[str, Any] | None) -> types.CallToolResult:
+            return await self.call(name, arguments)
+
+        return server
+
+    async def call(self, name: str, arguments: Any) -> types.CallToolResult:
+        """One tool call; a second call while one is in flight is `busy`."""
+        if self.in_flight:
+            return rejection("busy")
+        self.in_flight = True
+        self.idle.clear()
+        try:
+            # abandoned on shutdown: the server's stop() then settles the call in flight
+            return await anyio.to_thread.run_sync(
+                self.serve, name, arguments, abandon_on_cancel=True
+            )
+        finally:
+            self.in_flight = False
+
+    def serve(self, name: str, arguments: Any) -> types.CallToolResult:
+        """Dispatch in a worker thread: check, run, shape the result."""
+        try:
+            return self._serve(name, arguments)
+        finally:
+            self.idle.set()
+
+    def _serve(self, name: str, arguments: Any) -> types.CallToolResult:
+        from kernel.errors import JmpError
+        from kernel.harness.direct import HarnessRejected
+
+        canonical = tools.ALIASES.get(name, name)
+        if canonical not in tools.SCHEMAS:
+            return rejection("unknown_tool")
+        if canonical == "run_task" and self.direct_only:
+            return rejection("direct_only")
+        try:
+            args = tools.check(canonical, arguments)
+        except tools.BadArguments as exc:
+            return rejection("invalid_arguments", str(exc))
+        self.calls += 1
+        try:
+            result = self._dispatch(canonical, args)
+        except HarnessRejected as exc:
+            return rejection(exc.code, self._detail(exc, args))
+        except JmpError as exc:  # a worker failed or died outside an operation
+            return rejection("error", str(self.redact(f"{type(exc).__name__}: {exc}")))
+        return success(self.redact(result))
+
+    def _dispatch(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
+        s = self.session
+        if name == "observe":
+            result: dict[str, Any] = s.observe()
+        elif name == "arguments":
+            result = s.arguments(args["tool"], args["parents"], args["state_ref"])
+        elif name == "operate":
+            result = s.operate(args["tool"], args["parameters"], args["state_ref"])
+        else:
+            result = s.delegate()
+        return result
+
+    def _detail(self, exc: Any, args: dict[str, Any]) -> str:
+        """A refusal's message: fixed per code, plus facts the server itself owns."""
+        if exc.code == "budget_exhausted":
+            return str(exc.detail)  # max steps / timeout / ended: the server's own words
+        if exc.code == "incomplete":
+            known = self.session.engine.tools.get(args.get("tool"))
+            if known is not None:
+                names = [p.name for p in known.parameters]
+                return f"{MESSAGES['incomplete']} (this tool takes {names})"
+        return MESSAGES.get(exc.code, exc.code)
+
+
+def success(structured: dict[str, Any]) -> types.CallToolResult:
+    plain = json.loads(json.dumps(structured, ensure_ascii=False, default=str))
+    text = json.dumps(plain, ensure_ascii=False)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=text)],
+        structuredContent=plain,
+        isError=False,
+    )
+
+
+def rejection(code: str, detail: str | None = None) -> types.CallToolResult:
+    """isError, structuredContent.code, and the code as the text's first word."""
+    message = detail or MESSAGES.get(code, code)
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=f"{code} - {message}")],
+        structuredContent={"code": code, "message": message},
+        isError=True,
+    )

@@ -1,0 +1,137 @@
+"""The MCP tools of a harness session: closed input schemas and argument checks.
+
+Four tools are advertised (HARNESS.md section 7): `observe`, `arguments`, `operate` and, unless
+direct-only, `run_task`; `delegate` is an unadvertised alias of `run_task`. Every input schema
+is closed (`additionalProperties: false`). Arguments are checked here, in code, so that a bad
+call is refused with a fixed code and a message that names the field, never echoing what the
+caller sent (it may be a path, a body or a secret).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mcp.types as types
+
+MAX_NAME = 200  # a tool or parameter name
+MAX_ID = 4_096  # an option id (links may be long) or a state_ref
+MAX_ENTRIES = 64  # parameters of one tool
+
+_IDS = {
+    "type": "object",
+    "additionalProperties": {"type": "string", "maxLength": MAX_ID},
+    "maxProperties": MAX_ENTRIES,
+}
+_TOOL = {"type": "string", "maxLength": MAX_NAME, "description": "an offered tool's name"}
+_REF = {
+    "type": "string",
+    "maxLength": MAX_ID,
+    "description": "the state_ref that observe (or the last operate) returned",
+}
+_NONE: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "observe": _NONE,
+    "arguments": {
+        "type": "object",
+        "properties": {
+            "tool": _TOOL,
+            "parents": {**_IDS, "description": "parameter name -> chosen option id, so far"},
+            "state_ref": _REF,
+        },
+        "required": ["tool", "state_ref"],
+        "additionalProperties": False,
+    },
+    "operate": {
+        "type": "object",
+        "properties": {
+            "tool": _TOOL,
+            "parameters": {**_IDS, "description": "every parameter name -> chosen option id"},
+            "state_ref": _REF,
+        },
+        "required": ["tool", "parameters", "state_ref"],
+        "additionalProperties": False,
+    },
+    "run_task": _NONE,
+}
+
+DESCRIPTIONS = {
+    "observe": (
+        "The task's current state: state_ref, goal, limits, the observation, the offered tools "
+        "with their parameters, delegation readiness and the artifact receipt. Creates no "
+        "capture and leaves state_ref unchanged."
+    ),
+    "arguments": (
+        "The next unchosen parameter of an offered tool and its domain (option ids and "
+        "descriptions), given the parameters already chosen in `parents`. Creates no capture. "
+        "Needs the latest state_ref."
+    ),
+    "operate": (
+        "Run one offered tool with an option id for every parameter. Returns the outcome "
+        "(bounded text) and the new state_ref. Needs the latest state_ref."
+    ),
+    "run_task": (
+        "Delegate: Jev runs the task to its end with the same tools and verifier. Returns "
+        "status, summary, session id and the artifact receipt."
+    ),
+}
+
+ALIASES = {"delegate": "run_task"}
+
+
+def listed(direct_only: bool) -> list[types.Tool]:
+    """The advertised tools: run_task only when delegation is possible."""
+    names = ["observe", "arguments", "operate"] + ([] if direct_only else ["run_task"])
+    return [types.Tool(name=n, description=DESCRIPTIONS[n], inputSchema=SCHEMAS[n]) for n in names]
+
+
+class BadArguments(Exception):
+    """The call's arguments do not fit the tool's schema; the message names the field only."""
+
+
+def check(name: str, arguments: Any) -> dict[str, Any]:
+    """The arguments of `name` (a canonical tool name), normalised; BadArguments if they don't fit.
+
+    A missing `state_ref` becomes "" (which never matches, so the session refuses it as
+    `stale_state` in its place in the precedence order); a missing `parents` or `parameters`
+    becomes {} (refused as `incomplete` by operate when the tool has parameters).
+    """
+    schema = SCHEMAS[name]
+    if arguments is None:
+        arguments = {}
+    if not isinstance(arguments, dict):
+        raise BadArguments("the arguments must be an object")
+    allowed = schema["properties"]
+    unknown = [k for k in arguments if k not in allowed]
+    if unknown:
+        raise BadArguments(f"{name} takes only {sorted(allowed) or 'no arguments'}")
+    out: dict[str, Any] = {}
+    if "tool" in allowed:
+        out["tool"] = _string(arguments, "tool", MAX_NAME, required=True)
+        out["state_ref"] = _string(arguments, "state_ref", MAX_ID, required=False)
+    for field in ("parents", "parameters"):
+        if field in allowed:
+            out[field] = _ids(arguments.get(field, {}), field)
+    return out
+
+
+def _string(arguments: dict[str, Any], field: str, limit: int, *, required: bool) -> str:
+    value = arguments.get(field)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise BadArguments(f"`{field}` must be a string")
+    if len(value) > limit:
+        raise BadArguments(f"`{field}` is longer than {limit} characters")
+    return value
+
+
+def _ids(value: Any, field: str) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise BadArguments(f"`{field}` must be an object of parameter name -> option id")
+    if len(value) > MAX_ENTRIES:
+        raise BadArguments(f"`{field}` has more than {MAX_ENTRIES} entries")
+    for key, item in value.items():
+        if len(key) > MAX_NAME or not isinstance(item, str) or len(item) > MAX_ID:
+            raise BadArguments(f"every value of `{field}` must be an option id (a short string)")
+    return dict(value)
