@@ -45,10 +45,12 @@ class McpServer:
     @asynccontextmanager
     async def connect(self) -> AsyncIterator[Client]:
         with self.stderr_path.open("w") as errlog:
-            async with stdio_client(self.params, errlog=errlog) as (read, write):
-                async with ClientSession(read, write) as session:
-                    await session.initialize()
-                    yield Client(session, self)
+            async with (
+                stdio_client(self.params, errlog=errlog) as (read, write),
+                ClientSession(read, write) as session,
+            ):
+                await session.initialize()
+                yield Client(session, self)
 
     @property
     def stderr(self) -> str:

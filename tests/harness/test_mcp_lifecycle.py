@@ -1,0 +1,108 @@
+"""The MCP server's end: stdin EOF and SIGTERM leave `final` and no process; a kill -9
+mid-operation is settled by `jev-harness inspect` as tool_uncertain (kernel_exit)."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import psutil
+import pytest
+
+from tests.harness.helpers import SCRIPTS, HarnessCli
+from tests.harness.mcp_helpers import McpServer
+from tests.helpers_workers import pid_running, wait_until
+from tests.servers.jev import JevServer
+
+PICK = SCRIPTS / "pick_task.py"
+INPUTS = {"items": ["a", "b", "c"], "target": "b"}
+
+
+@pytest.fixture
+def cli(short_tmp: Path) -> Iterator[HarnessCli]:
+    with JevServer() as jev:
+        yield HarnessCli(short_tmp, jev)
+
+
+def family(pid: int) -> list[int]:
+    """The server and every process under it (workers run in their own sessions)."""
+    return [pid, *(p.pid for p in psutil.Process(pid).children(recursive=True))]
+
+
+def test_stdin_eof_writes_final_and_leaves_no_process(cli: HarnessCli) -> None:
+    server = McpServer(cli, PICK, INPUTS)  # with Jev: a harness and a router worker
+    pids: list[int] = []
+
+    async def main() -> None:
+        async with server.connect() as c:
+            await c.ok("observe")
+            pids.extend(family(server.served()[1]))
+
+    anyio.run(main)  # leaving the client closes the server's stdin
+    assert len(pids) >= 3, pids  # the server, its harness worker, its router worker
+    wait_until(lambda: not any(pid_running(p) for p in pids), 30, "every process to exit")
+    final = server.events()[-1]
+    assert final["kind"] == "final" and final["data"]["status"] == "cancelled"
+    assert "ended cancelled" in server.stderr
+
+
+def held(cli: HarnessCli) -> tuple[McpServer, Path]:
+    hold = cli.tmp / "hold"
+    os.mkfifo(hold)
+    inputs = {**INPUTS, "hold": str(hold), "hold_item": "a"}
+    return McpServer(cli, PICK, inputs, "--direct-only", key=False), Path(f"{hold}.started")
+
+
+async def hold_then(server: McpServer, started: Path, kill: int) -> list[int]:
+    """Start the held operation, send `kill` to the server mid-operation; the family's pids."""
+    pids: list[int] = []
+    try:
+        async with server.connect() as c, anyio.create_task_group() as tg:
+            ref = await c.ref()
+            args = {"tool": "items.pick", "parameters": {"item": "a"}, "state_ref": ref}
+            tg.start_soon(c.call, "operate", args)
+            await anyio.to_thread.run_sync(
+                wait_until, lambda: started.exists() and started.read_text(), 60, "the hold"
+            )
+            pids.extend(family(server.served()[1]))
+            os.kill(pids[0], kill)
+            await anyio.to_thread.run_sync(
+                wait_until, lambda: not pid_running(pids[0]), 60, "the server to exit"
+            )
+            tg.cancel_scope.cancel()
+    except BaseException:
+        if not pids or pid_running(pids[0]):
+            raise  # a failure before the kill is the test's
+        # after the kill the client may complain about its dead server: expected
+    return pids
+
+
+def test_sigterm_mid_operation_settles_the_call_and_leaves_no_process(cli: HarnessCli) -> None:
+    server, started = held(cli)
+    pids = anyio.run(hold_then, server, started, signal.SIGTERM)
+    wait_until(lambda: not any(pid_running(p) for p in pids), 30, "every process to exit")
+    events = server.events()
+    kinds = [e["kind"] for e in events]
+    assert kinds[-3:] == ["tool_started", "tool_uncertain", "final"]
+    assert events[-2]["data"]["cause"] == "worker_exit"  # the held worker was stopped
+    assert events[-1]["data"]["status"] == "blocked"
+    assert "SIGTERM" in server.stderr
+
+
+def test_kill_9_mid_operation_is_settled_by_inspect(cli: HarnessCli) -> None:
+    server, started = held(cli)
+    pids = anyio.run(hold_then, server, started, signal.SIGKILL)
+    wait_until(lambda: not any(pid_running(p) for p in pids), 30, "the orphaned worker to exit")
+    session_id = server.served()[0]
+    before = cli.events(session_id)
+    assert before[-1]["kind"] == "tool_started"
+    report = cli.inspect(session_id)
+    assert report.code == 0, report.stderr
+    assert report.lines[0]["status"] == "blocked"
+    after = cli.events(session_id)
+    assert [e["kind"] for e in after[len(before) :]] == ["tool_uncertain", "final"]
+    assert after[len(before)]["data"]["cause"] == "kernel_exit"
+    assert after[len(before)]["data"]["call_id"] == before[-1]["data"]["call_id"]
