@@ -210,18 +210,20 @@ class HarnessSession:
         if known is not None:
             names = [p.name for p in known.parameters]
             missing = [n for n in names if n not in parameters]
-            extra = sorted(set(parameters) - set(names))
-            if missing or extra:
-                raise HarnessRejected("incomplete", f"{tool}: missing {missing}, extra {extra}")
+            extra = len(set(parameters) - set(names))
+            if missing or extra:  # caller-supplied names are counted, never echoed
+                raise HarnessRejected(
+                    "incomplete", f"{tool} takes {names}: missing {missing}, {extra} unknown"
+                )
         info = next((t for t in observed.offered if t.name == tool), None)
         if info is None:
-            raise HarnessRejected("unoffered", f"tool {tool!r} is not offered now")
+            raise HarnessRejected("unoffered", "that tool is not offered now")
         chosen: dict[str, str] = {}
         for param in info.parameters:
             try:
                 options = self.engine.harness.domain(tool, param.name, chosen)
-            except WorkerFailed as exc:
-                raise HarnessRejected("unoffered", exc.detail) from None
+            except WorkerFailed:
+                raise HarnessRejected("unoffered", f"a parent of {tool}.{param.name}") from None
             if parameters[param.name] not in {o.id for o in options}:
                 raise HarnessRejected("unoffered", f"option not offered for {tool}.{param.name}")
             chosen[param.name] = parameters[param.name]
