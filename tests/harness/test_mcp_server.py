@@ -214,3 +214,41 @@ def test_a_server_that_cannot_start_names_why_and_exits_2(
     assert done.returncode == 2 and named in done.stderr
     assert done.stdout == ""  # nothing but MCP frames on stdout: here, none
     assert not cli.home.exists() or not any(cli.home.iterdir())
+
+
+def readme_config(cli: HarnessCli) -> tuple[list[str], dict[str, str]]:
+    """The README's `mcpServers` snippet with its /home/me paths pointed at this test."""
+    from tests.harness.helpers import ROOT
+
+    text = (ROOT / "README.md").read_text()
+    blocks = [b.split("```")[0] for b in text.split("```json")[1:]]
+    block = next(b for b in blocks if "jev_harness.mcp" in b)
+    (entry,) = json.loads(block)["mcpServers"].values()
+    proj = cli.cwd / "proj"
+    places = {"/home/me/jmp/": f"{ROOT}/", "/home/me/proj": str(proj), "/home/me/": f"{cli.tmp}/"}
+    args = []
+    for arg in entry["args"]:
+        for old, new in places.items():
+            arg = arg.replace(old, new)
+        args.append(arg)
+    assert entry["command"].endswith("/python") and set(entry["env"]) == {"TYPESAFE_API_KEY"}
+    return args, entry["env"]
+
+
+def test_the_readme_mcp_servers_snippet_starts_a_working_server(cli: HarnessCli) -> None:
+    workspace(cli)
+    args, _env = readme_config(cli)
+    server = McpServer(cli, EXAMPLE, {})
+    server.params = server.params.model_copy(update={"args": args})
+    cli.jev.script(STEPS)
+
+    async def main() -> None:
+        async with server.connect() as c:
+            assert (await c.ok("observe"))["goal"] == "Find the release codename"
+            run = await c.ok("run_task")
+            assert run["status"] == "completed" and run["artifact"]["match"] is True
+
+    anyio.run(main)
+    assert (cli.tmp / "jev-harness-archive.jsonl").read_bytes() == (
+        cli.tmp / ".jmp" / "sessions" / server.served()[0] / "events.jsonl"
+    ).read_bytes()
