@@ -133,7 +133,7 @@ class Server:
             on_event=archive,
         )
         self.session.engine.deadline = SERVER_START + args.timeout
-        self.front = Front(self.session, args.direct_only, self.session.session.redactor.value)
+        self.front = Front(self.session, args.direct_only, self.session.session.redactor.value, say)
         self._stopping = threading.Lock()
         self.result: dict[str, Any] | None = None
 

@@ -39,8 +39,14 @@ MESSAGES = {
 class Front:
     """Serves one HarnessSession over MCP; `server()` builds the SDK server."""
 
-    def __init__(self, session: Any, direct_only: bool, redact: Callable[[Any], Any]) -> None:
-        self.session = session
+    def __init__(
+        self,
+        session: Any,
+        direct_only: bool,
+        redact: Callable[[Any], Any],
+        say: Callable[[str], None] = print,
+    ) -> None:
+        self.session, self.say = session, say
         self.direct_only = direct_only
         self.redact = redact
         self.in_flight = False
@@ -108,6 +114,9 @@ class Front:
             return rejection(exc.code, self._detail(exc, args))
         except JmpError as exc:  # a worker failed or died outside an operation
             return rejection("error", str(self.redact(f"{type(exc).__name__}: {exc}")))
+        except Exception as exc:  # a bug: named on stderr, never with what the caller sent
+            self.say(f"internal error in {canonical}: {type(exc).__name__}")
+            return rejection("error", f"internal error ({type(exc).__name__}); see the server log")
         return success(self.redact(result))
 
     def _dispatch(self, name: str, args: dict[str, Any]) -> dict[str, Any]:

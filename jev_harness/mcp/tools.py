@@ -123,6 +123,8 @@ def _string(arguments: dict[str, Any], field: str, limit: int, *, required: bool
         raise BadArguments(f"`{field}` must be a string")
     if len(value) > limit:
         raise BadArguments(f"`{field}` is longer than {limit} characters")
+    if not _text(value):
+        raise BadArguments(f"`{field}` is not valid Unicode text")
     return value
 
 
@@ -134,4 +136,15 @@ def _ids(value: Any, field: str) -> dict[str, str]:
     for key, item in value.items():
         if len(key) > MAX_NAME or not isinstance(item, str) or len(item) > MAX_ID:
             raise BadArguments(f"every value of `{field}` must be an option id (a short string)")
+        if not (_text(key) and _text(item)):
+            raise BadArguments(f"`{field}` holds text that is not valid Unicode")
     return dict(value)
+
+
+def _text(value: str) -> bool:
+    """False for a string that cannot be sent on (a lone surrogate from a JSON escape)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

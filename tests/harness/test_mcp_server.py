@@ -252,3 +252,36 @@ def test_the_readme_mcp_servers_snippet_starts_a_working_server(cli: HarnessCli)
     assert (cli.tmp / "jev-harness-archive.jsonl").read_bytes() == (
         cli.tmp / ".jmp" / "sessions" / server.served()[0] / "events.jsonl"
     ).read_bytes()
+
+
+def test_the_entry_capture_is_taken_at_the_first_tool_call_not_at_listing(
+    cli: HarnessCli,
+) -> None:
+    from tests.harness.helpers import ROOT
+    from tests.servers.site import MARKER as SITE_MARKER
+    from tests.servers.site import SiteServer
+
+    with SiteServer() as site:
+        inputs = {
+            "url": site.url + "/",
+            "allowed_origins": [site.url],
+            "markers": [SITE_MARKER],
+            "output": "report.json",
+        }
+        server = McpServer(cli, ROOT / "examples" / "research_task.py", inputs, "--direct-only")
+        seen: dict[str, Any] = {}
+
+        async def main() -> None:
+            async with server.connect() as c:
+                await c.session.list_tools()
+                await c.session.list_tools()
+                seen["listed"] = (len(server.kinds("tool_started")), site.count("/"))
+                ref = await c.ref()
+                seen["observed"] = (len(server.kinds("tool_started")), site.count("/"))
+                assert await c.ref() == ref  # the capture happened once, before the first ref
+
+        anyio.run(main)
+    assert seen["listed"] == (0, 0)
+    assert seen["observed"] == (1, 1)
+    started = server.kinds("tool_started")
+    assert [s["tool"] for s in started] == ["web.open_link"]
