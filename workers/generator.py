@@ -8,6 +8,7 @@ FLASH_BASE_URL (default https://api.deepseek.com), FLASH_MODEL (default deepseek
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -21,6 +22,7 @@ import httpx
 import openai
 
 from protocol.messages import Failed, Generate, Generated, ModelUsage, Msg, Progress
+from protocol.text import first_surrogate, repaired
 from workers.calls import Cancelled, redact, stream_cancellable
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
@@ -30,6 +32,18 @@ MAX_RETRIES = 2  # modest: the run is resumable, a long silent retry loop is not
 # read bounds the wait between chunks (providers send keep-alives while queued)
 TIMEOUT = httpx.Timeout(connect=10.0, read=90.0, write=30.0, pool=10.0)
 PROGRESS_EVERY_S = 0.1
+# Output caps (JMP_FLASH_ANSWER_CHARS, JMP_FLASH_ARGUMENTS_CHARS): reading stops there (issue 9).
+ANSWER_CHARS = 200_000
+ARGUMENTS_CHARS = 1_000_000
+
+
+def _cap(env: Mapping[str, str], name: str, default: int) -> int:
+    """A positive whole number from the environment (the kernel refused bad ones already)."""
+    try:
+        value = int(env.get(name, "").strip() or default)
+    except ValueError:
+        return default
+    return value if value > 0 else default
 
 
 @dataclass(frozen=True)
@@ -39,6 +53,8 @@ class FlashSettings:
     api_key: str = field(repr=False)
     base_url: str = DEFAULT_BASE_URL
     model: str = DEFAULT_MODEL
+    answer_chars: int = ANSWER_CHARS
+    arguments_chars: int = ARGUMENTS_CHARS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> FlashSettings:
@@ -48,6 +64,8 @@ class FlashSettings:
             api_key=key.strip(),
             base_url=(env.get("FLASH_BASE_URL") or DEFAULT_BASE_URL).rstrip("/"),
             model=env.get("FLASH_MODEL") or DEFAULT_MODEL,
+            answer_chars=_cap(env, "JMP_FLASH_ANSWER_CHARS", ANSWER_CHARS),
+            arguments_chars=_cap(env, "JMP_FLASH_ARGUMENTS_CHARS", ARGUMENTS_CHARS),
         )
 
     @property
@@ -83,10 +101,13 @@ def request_kwargs(request: Generate, model: str) -> dict[str, Any]:
 
 
 class Stream:
-    """What a streamed reply has said so far: text or the first tool call's argument text."""
+    """What a streamed reply has said so far: text or the first tool call's argument text,
+    at most `limit` characters (`cut` says the model went on)."""
 
-    def __init__(self, tool: bool) -> None:
+    def __init__(self, tool: bool, limit: int = ANSWER_CHARS) -> None:
         self.tool = tool
+        self.limit = limit
+        self.cut = False
         self.parts: list[str] = []
         self.characters = 0
         self.tool_name: str | None = None
@@ -119,6 +140,9 @@ class Stream:
                     self._append(function.arguments)
 
     def _append(self, text: str) -> None:
+        room = self.limit - self.characters
+        if len(text) > room:
+            text, self.cut = text[: max(room, 0)], True
         self.parts.append(text)
         self.characters += len(text)
 
@@ -140,6 +164,9 @@ def parse_arguments(stream: Stream) -> dict[str, Any] | str:
         return f"{TOOL_NAME} arguments are not valid JSON ({why})"
     if not isinstance(value, dict):
         return f"{TOOL_NAME} arguments are a JSON {type(value).__name__}, not an object"
+    where = first_surrogate(value)
+    if where:  # not valid Unicode: refused, never written to a file or run as a command
+        return f"{TOOL_NAME} arguments hold a lone surrogate (invalid Unicode) at {where}"
     return value
 
 
@@ -175,20 +202,27 @@ class GeneratorHandler:
         client = self.client
         assert client is not None
         kwargs = request_kwargs(request, self.settings.model)
-        stream = Stream(tool=request.tool_schema is not None)
+        tool = request.tool_schema is not None
+        limits = self.settings
+        stream = Stream(tool, limits.arguments_chars if tool else limits.answer_chars)
         started, last_progress = time.monotonic(), float("-inf")
         try:
-            chunks = stream_cancellable(lambda: client.chat.completions.create(**kwargs), cancel)
-            for chunk in chunks:
-                stream.add(chunk)
-                now = time.monotonic()
-                if stream.characters and now - last_progress >= PROGRESS_EVERY_S:
-                    last_progress = now
-                    send(
-                        Progress(
-                            reply_to=request.id, stage=request.stage, characters=stream.characters
+            opened = stream_cancellable(lambda: client.chat.completions.create(**kwargs), cancel)
+            with contextlib.closing(opened) as chunks:  # closing it closes the HTTP stream
+                for chunk in chunks:
+                    stream.add(chunk)
+                    if stream.cut:
+                        break  # the cap: stop reading
+                    now = time.monotonic()
+                    if stream.characters and now - last_progress >= PROGRESS_EVERY_S:
+                        last_progress = now
+                        send(
+                            Progress(
+                                reply_to=request.id,
+                                stage=request.stage,
+                                characters=stream.characters,
+                            )
                         )
-                    )
         except Cancelled:
             return Failed(reply_to=request.id, code="cancelled", detail="cancelled while streaming")
         except (openai.OpenAIError, httpx.HTTPError, OSError, ValueError) as exc:
@@ -207,7 +241,15 @@ class GeneratorHandler:
         )
 
     def _reply(self, request: Generate, stream: Stream, seconds: float) -> Msg:
-        if stream.finish_reason is None:  # the body ended without the model finishing
+        if stream.cut and stream.tool:
+            detail = (
+                f"{TOOL_NAME} arguments exceed {stream.limit} characters "
+                "(JMP_FLASH_ARGUMENTS_CHARS); the stream was stopped there"
+            )
+            return Failed(reply_to=request.id, code="invalid_arguments", detail=detail)
+        if (
+            stream.finish_reason is None and not stream.cut
+        ):  # the body ended without the model finishing
             detail = f"the stream ended early after {stream.characters} characters"
             return Failed(
                 reply_to=request.id, code="provider", detail=detail, error_class="StreamCut"
@@ -219,7 +261,13 @@ class GeneratorHandler:
             usage=stream.usage,
         )
         if not stream.tool:
-            return Generated(reply_to=request.id, usage=usage, text=stream.text)
+            text = repaired(stream.text)  # a lone surrogate becomes U+FFFD
+            if stream.cut:
+                text += (
+                    f"\n\n[answer cut at {stream.limit} characters (JMP_FLASH_ANSWER_CHARS): "
+                    "the model went on and the rest was not read]"
+                )
+            return Generated(reply_to=request.id, usage=usage, text=text)
         arguments = parse_arguments(stream)
         if isinstance(arguments, str):
             return Failed(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from kernel.errors import ConfigError
 
@@ -24,6 +25,19 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         raise ConfigError(f"{name} must be a whole number of bytes, got {raw!r}") from None
     if value <= 0:
         raise ConfigError(f"{name} must be positive, got {value}")
+    return value
+
+
+def _seconds(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number of seconds, got {raw!r}") from None
+    if not 0.0 < value < float("inf"):  # NaN fails this too
+        raise ConfigError(f"{name} must be a positive, finite number of seconds, got {raw!r}")
     return value
 
 
@@ -55,6 +69,11 @@ class Settings:
     flash_context_bytes: int = 96000
     route_floor: float = 0.35
     argument_offload: str = "deterministic"
+    # Output and time bounds (issue 9): what a model or a command may produce before it is cut.
+    flash_answer_chars: int = 200_000
+    flash_arguments_chars: int = 1_000_000
+    bash_timeout_s: float = 300.0
+    bash_output_bytes: int = 5_000_000
 
     @classmethod
     def environment(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -73,6 +92,9 @@ class Settings:
             flash_context_bytes=_int(env, "FLASH_CONTEXT_BYTES", 96000),
             route_floor=_float(env, "JEV_ROUTE_FLOOR", 0.35),
             argument_offload=(env.get("JEV_ARGUMENT_OFFLOAD") or "deterministic").strip(),
+            flash_answer_chars=_int(env, "JMP_FLASH_ANSWER_CHARS", cls.flash_answer_chars),
+            flash_arguments_chars=_int(env, "JMP_FLASH_ARGUMENTS_CHARS", cls.flash_arguments_chars),
+            **bash_limits(env),
         )
         settings.validate()
         return settings
@@ -124,4 +146,15 @@ class Settings:
             "FLASH_API_KEY": self.flash_api_key,
             "FLASH_BASE_URL": self.flash_base_url,
             "FLASH_MODEL": self.flash_model,
+            "JMP_FLASH_ANSWER_CHARS": str(self.flash_answer_chars),
+            "JMP_FLASH_ARGUMENTS_CHARS": str(self.flash_arguments_chars),
         }
+
+
+def bash_limits(env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The shell's bounds: {bash_timeout_s, bash_output_bytes}; ConfigError names a bad one."""
+    env = os.environ if env is None else env
+    return {
+        "bash_timeout_s": _seconds(env, "JMP_BASH_TIMEOUT_S", Settings.bash_timeout_s),
+        "bash_output_bytes": _int(env, "JMP_BASH_OUTPUT_BYTES", Settings.bash_output_bytes),
+    }

@@ -19,6 +19,7 @@ class Fault:
     seconds: float = 0.0  # delay (whole response, or per chunk for a slow stream)
     retry_after_ms: int = 10  # sent with HTTP 500 so SDK retries stay fast in tests
     after_chunks: int = 2  # a cut stream closes after this many chunks
+    chars: int = 0  # a flood streams this many characters (0: without end)
 
 
 class Faults:

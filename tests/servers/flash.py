@@ -12,13 +12,15 @@ import itertools
 import json
 import threading
 import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 from tests.servers.common import Fault, Faults, LoopbackServer, Recorder, read_body
-from tests.servers.flash_reply import build_chunks, build_completion, default_item
+from tests.servers.flash_reply import build_chunks, build_completion, default_item, flood_events
 
-FAULT_KINDS = ("http500", "invalid_json", "cut", "slow", "drop")
+FAULT_KINDS = ("http500", "invalid_json", "cut", "slow", "drop", "flood")
+FLOOD_PIECE = 32_768  # characters per SSE event of a flood
 COMPLETION_PATHS = ("/v1/chat/completions", "/chat/completions")
 BROKEN_ARGUMENTS = '{"path": "/tmp/x", "file_text": "unterminated'
 
@@ -94,7 +96,9 @@ class FlashHandler(BaseHTTPRequestHandler):
         if fault and fault.kind == "invalid_json" and "tool_call" in item:
             item = {"tool_call": {"arguments": BROKEN_ARGUMENTS}}
         reply_id = f"chatcmpl-{next(self.state.ids)}"
-        if body.get("stream"):
+        if body.get("stream") and fault and fault.kind == "flood":
+            self._write_events(flood_events(body, item, reply_id, fault.chars, FLOOD_PIECE))
+        elif body.get("stream"):
             chunks = build_chunks(body, item, reply_id, self.state.chunk_chars)
             self._stream(chunks, fault)
         else:
@@ -108,6 +112,20 @@ class FlashHandler(BaseHTTPRequestHandler):
         else:
             self.close_connection = True
             self.connection.close()
+
+    def _write_events(self, events: Iterator[bytes]) -> None:
+        """SSE from a (possibly endless) iterator, until it ends or the client goes away."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        try:
+            for event in events:
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(event), event))
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError, OSError):
+            self.close_connection = True  # the client stopped reading: the point of a flood
 
     def _stream(self, chunks: list[bytes], fault: Fault | None) -> None:
         """SSE over chunked encoding; a cut fault closes the socket mid-body."""
@@ -173,10 +191,17 @@ class FlashServer(LoopbackServer):
         seconds: float = 0.0,
         after_chunks: int = 2,
         retry_after_ms: int = 10,
+        chars: int = 0,
     ) -> None:
-        """Inject `kind` (http500, invalid_json, cut, slow, drop) into the next `count` POSTs."""
+        """Inject `kind` (http500, invalid_json, cut, slow, drop, flood) into the next `count`
+        POSTs. A flood streams `chars` characters of answer or argument text (0: without end)."""
         self.state.faults.add(
-            kind, count, seconds=seconds, after_chunks=after_chunks, retry_after_ms=retry_after_ms
+            kind,
+            count,
+            seconds=seconds,
+            after_chunks=after_chunks,
+            retry_after_ms=retry_after_ms,
+            chars=chars,
         )
 
 

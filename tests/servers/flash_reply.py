@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import time
+from collections.abc import Iterator
 from typing import Any
 
 TOOL_NAME = "selected_action"
@@ -151,3 +153,36 @@ def build_completion(body: dict[str, Any], item: dict[str, Any], reply_id: str) 
         "choices": [{"index": 0, "message": message, "logprobs": None, "finish_reason": finish}],
         "usage": _usage(body, output),
     }
+
+
+def flood_events(
+    body: dict[str, Any], item: dict[str, Any], reply_id: str, chars: int, piece: int
+) -> Iterator[bytes]:
+    """SSE events of a reply that streams `chars` characters ("y"s) of answer, or of a tool
+    call's `command` argument, then finishes; `chars` 0 streams without end."""
+
+    def event(delta: dict[str, Any], finish: str | None = None) -> bytes:
+        return b"data: " + json.dumps(_chunk(body, reply_id, delta, finish)).encode() + b"\n\n"
+
+    tool = "tool_call" in item
+    if tool:
+        call_id, name = _call_head(item)
+        head = {"index": 0, "id": call_id, "type": "function"}
+        call = {**head, "function": {"name": name, "arguments": '{"command": "'}}
+        yield event({"role": "assistant", "content": None, "tool_calls": [call]})
+    else:
+        yield event({"role": "assistant", "content": ""})
+    text = "y" * piece
+    sent = 0
+    for _ in itertools.count():
+        if chars and sent >= chars:
+            break
+        sent += piece
+        if tool:
+            yield event({"tool_calls": [{"index": 0, "function": {"arguments": text}}]})
+        else:
+            yield event({"content": text})
+    if tool:
+        yield event({"tool_calls": [{"index": 0, "function": {"arguments": '"}'}}]})
+    yield event({}, "tool_calls" if tool else "stop")
+    yield b"data: [DONE]\n\n"
