@@ -2,7 +2,7 @@
 
 Life of the process: the session is opened before the first frame is read (a bad script, bad
 JSON or a missing key is named on stderr, exit 2, and nothing is served); `--timeout` counts
-from the process start. On stdin EOF or SIGTERM the server stops: a call in flight gets
+from the process start. On stdin EOF, SIGTERM or SIGINT the server stops: a call in flight gets
 STOP_GRACE_S to end (a delegated run is cancelled between steps), else the harness worker is
 killed (the operation is then `tool_uncertain`, never re-run); `final` is written, toolkits are
 closed (an owned Camofox tab deleted), both workers are stopped. Only MCP frames reach stdout:
@@ -191,15 +191,16 @@ def run(argv: list[str], mcp_out: int, say: Any) -> int:
             archive.close()
         raise
 
-    def on_term(signum: int, frame: Any) -> None:
+    def on_signal(signum: int, frame: Any) -> None:
         def finish() -> None:
-            server.stop("SIGTERM")
+            server.stop(signal.Signals(signum).name)
             sys.stderr.flush()
-            os._exit(0)
+            os._exit(0)  # the SDK's stdin reader thread cannot be interrupted
 
         threading.Thread(target=finish, daemon=True).start()
 
-    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
     say(f"serving session {server.session.session_id} (pid {os.getpid()})")
     try:
         server.serve(mcp_out)

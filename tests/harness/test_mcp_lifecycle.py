@@ -106,3 +106,39 @@ def test_kill_9_mid_operation_is_settled_by_inspect(cli: HarnessCli) -> None:
     assert [e["kind"] for e in after[len(before) :]] == ["tool_uncertain", "final"]
     assert after[len(before)]["data"]["cause"] == "kernel_exit"
     assert after[len(before)]["data"]["call_id"] == before[-1]["data"]["call_id"]
+
+
+def test_stdin_eof_deletes_the_owned_camofox_tab_and_shows_no_key(cli: HarnessCli) -> None:
+    from tests.harness.helpers import ROOT
+    from tests.servers.camofox import CamofoxServer
+    from tests.servers.site import MARKER, SiteServer
+
+    key = "camofox-access-key-0123456789"
+    with SiteServer() as site, CamofoxServer(key=key) as fox:
+        fox.state.leak = True  # the server echoes the key wherever it can
+        cli.extra_env.update(CAMOFOX_URL=fox.url, CAMOFOX_ACCESS_KEY=key)
+        inputs = {
+            "url": site.url + "/",
+            "allowed_origins": [site.url],
+            "markers": [MARKER],
+            "output": "report.json",
+            "provider": "camofox",
+            "camofox_session": "mcp1",
+        }
+        server = McpServer(cli, ROOT / "examples" / "research_task.py", inputs, "--direct-only")
+        seen: dict[str, object] = {}
+
+        async def main() -> None:
+            async with server.connect() as c:
+                view = await c.ok("observe")  # the entry capture opens the tab
+                seen["tabs"] = len(fox.tabs)
+                seen["view"] = str(view)
+
+        anyio.run(main)
+        assert seen["tabs"] == 1
+        assert fox.tabs == {} and len(fox.deleted) == 1  # closed at stdin EOF
+    assert key not in str(seen["view"]) + server.stderr
+    for path in cli.home.rglob("*"):
+        if path.is_file():
+            assert key.encode() not in path.read_bytes(), path
+    assert server.events()[-1]["kind"] == "final"
