@@ -164,6 +164,8 @@ class Server:
             self.say(f"{why}: the call in flight did not end; stopping the harness worker")
             engine.harness.close()  # the operation becomes tool_uncertain, never re-run
             self.front.idle.wait(STOP_GRACE_S)
+            if engine.final is None:  # the stuck call was not an operation (a domain, say)
+                engine.finish("blocked", f"{why}: the harness worker was stopped mid-call")
         try:
             result: dict[str, Any] = self.session.close()
         finally:
@@ -240,4 +242,13 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def entry() -> None:
-    sys.exit(main())
+    """`python -m jev_harness.mcp`: exit as soon as the session is settled.
+
+    Everything is written and closed by then; skipping the interpreter's teardown of the SDK
+    stack (seconds on a loaded machine) keeps the exit inside the grace MCP clients give a
+    server after closing its stdin, before they kill its process group.
+    """
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -46,7 +46,7 @@ def test_stdin_eof_writes_final_and_leaves_no_process(cli: HarnessCli) -> None:
     wait_until(lambda: not any(pid_running(p) for p in pids), 30, "every process to exit")
     final = server.events()[-1]
     assert final["kind"] == "final" and final["data"]["status"] == "cancelled"
-    assert "ended cancelled" in server.stderr
+    assert "stdin closed: session" in server.stderr and "SIGTERM" not in server.stderr
 
 
 def held(cli: HarnessCli) -> tuple[McpServer, Path]:
