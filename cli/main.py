@@ -21,10 +21,15 @@ from kernel.store.catalog import (
     read_workspace,
     sessions_home,
 )
+from kernel.store.workspace import check_workspace, utf8_problem
 
 if TYPE_CHECKING:
     from cli.printer import Printer
 
+ACK_WITH_COMPACT = (
+    "--compact and --ack-interrupted do not combine: acknowledge first "
+    "(--session ID --ack-interrupted), then compact (--session ID --compact)"
+)
 _RUN_FLAGS = ("prompt", "workspace", "no_mcp", "session", "compact", "ack_interrupted")
 
 
@@ -66,6 +71,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_text(args: argparse.Namespace) -> None:
+    """Arguments must be UTF-8 text: argv bytes that are not arrive as surrogates (issue 9)."""
+    for name in ("prompt", "workspace", "session", "sessions_dir"):
+        value = getattr(args, name)
+        problem = utf8_problem(value) if isinstance(value, str) else ""
+        if problem:
+            what = "the prompt" if name == "prompt" else "--" + name.replace("_", "-")
+            raise UsageError(f"{what} is not valid UTF-8 text ({problem}); nothing was recorded")
+
+
 def _validate(args: argparse.Namespace) -> None:
     """Every usage error, checked before anything is created."""
     if args.acp:
@@ -85,12 +100,15 @@ def _validate(args: argparse.Namespace) -> None:
             raise UsageError(f"--{flag.replace('_', '-')} needs --session ID")
     if args.compact and args.prompt is not None:
         raise UsageError("--compact takes no prompt")
+    if args.compact and args.ack_interrupted:
+        raise UsageError(ACK_WITH_COMPACT)
     if args.prompt is None and args.session is None:
         raise UsageError("nothing to do: give a task as the argument, or --session ID")
     if args.workspace is not None:
-        ws = Path(args.workspace).expanduser()
-        if not ws.is_dir():
-            raise UsageError(f"--workspace {args.workspace} does not exist or is not a directory")
+        try:
+            check_workspace(args.workspace)
+        except UsageError as exc:
+            raise UsageError(f"--workspace {args.workspace!r}: {exc}") from None
     if args.session is not None:
         _validate_session(args)
 
@@ -150,6 +168,7 @@ def main(argv: list[str] | None = None) -> int:
         parser = _parser()
         parser.help_file = sys.stderr if "--json" in argv else None  # type: ignore[attr-defined]
         args = parser.parse_args(argv)
+        _check_text(args)  # before the id can be echoed: a non-UTF-8 one cannot be printed
         session = args.session
         _validate(args)
         if args.list:

@@ -64,6 +64,13 @@ class Printer:
                     self._write(f"\n{data['summary']}\n\n")
                 self._write(f"[{data.get('status')}] session {data['session_id']}\n")
 
+    def note(self, text: str) -> None:
+        """A diagnostic on stderr (both views): stdout stays what the run itself printed."""
+        with self._lock:
+            self._clear_progress()
+            self.err.write(f"jmp: note: {text}\n")
+            self.err.flush()
+
     def error(self, exc: BaseException) -> None:
         """The error's message on stderr."""
         with self._lock:

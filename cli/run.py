@@ -33,6 +33,15 @@ def _install_interrupt(cancel: threading.Event) -> Any:
         return None
 
 
+def _admit(prompt: str, settings: Any) -> None:
+    """A first request that can never fit the router's budget: refused before the session."""
+    from kernel.context.policy import ContextPolicy
+    from kernel.loop import admit
+
+    policy = ContextPolicy.from_settings(settings.jev_context_bytes, settings.flash_context_bytes)
+    admit.check(policy, [], admit.clean(prompt))
+
+
 def _open(options: Any, printer: Any, settings: Any) -> tuple[Any, Any]:
     """Create or open the session; keys are checked before anything is created."""
     from kernel.loop.agent import needs_models
@@ -40,6 +49,7 @@ def _open(options: Any, printer: Any, settings: Any) -> tuple[Any, Any]:
 
     home = sessions_home(options.sessions_dir)
     if options.session is None:
+        _admit(options.prompt, settings)
         settings.require_keys()
         servers = _servers(options)
         workspace = Path(options.workspace or os.getcwd()).resolve()
@@ -63,6 +73,17 @@ def _open(options: Any, printer: Any, settings: Any) -> tuple[Any, Any]:
     return session, servers
 
 
+def _note_nothing_pending(session: Any, printer: Any) -> None:
+    """--ack-interrupted with nothing to acknowledge: say so; the run goes on as without it."""
+    from kernel.store import pending
+
+    if not pending.unsettled(session.events):
+        printer.note(
+            f"nothing to acknowledge: session {session.id} has no interrupted calls; "
+            "continuing exactly as without --ack-interrupted (nothing is re-run)"
+        )
+
+
 def run(options: Any, printer: Any) -> int:
     """Drive the agent for one invocation; exit 0 for completed/compacted, else 2."""
     from kernel.config.settings import Settings
@@ -73,6 +94,8 @@ def run(options: Any, printer: Any) -> int:
 
     settings = Settings.environment()
     session, servers = _open(options, printer, settings)
+    if options.ack_interrupted:
+        _note_nothing_pending(session, printer)
     cancel = threading.Event()
     previous = _install_interrupt(cancel)
     agent = None

@@ -110,11 +110,9 @@ class RouterHandler:
         if answer is None:
             detail = f"Jev returned no choice answer for {request.question!r}"
             return Failed(reply_to=request.id, code="provider", detail=detail)
-        if (
-            set(answer.probabilities) != set(request.options)
-            or answer.choice not in request.options
-        ):
-            detail = f"Jev answered with labels other than the offered ones: {answer.choice!r}"
+        mismatch = _label_mismatch(list(request.options), answer.choice, answer.probabilities)
+        if mismatch:
+            detail = "Jev answered with labels other than the offered ones: " + mismatch
             return Failed(reply_to=request.id, code="provider", detail=self._clean(detail))
         probabilities = {label: float(answer.probabilities[label]) for label in request.options}
         usage = ModelUsage(
@@ -138,6 +136,17 @@ class RouterHandler:
 
     def _clean(self, text: str) -> str:
         return redact(text, self.settings.api_key)
+
+
+def _label_mismatch(offered: list[str], choice: str, probabilities: Mapping[str, Any]) -> str:
+    """'' when the labels are exactly the offered ones; else which are extra, missing, chosen."""
+    extra = [label for label in probabilities if label not in offered]
+    missing = [label for label in offered if label not in probabilities]
+    parts = [f"unoffered label {', '.join(map(repr, extra[:3]))}"] if extra else []
+    parts += [f"no probability for offered {', '.join(map(repr, missing[:3]))}"] if missing else []
+    if choice not in offered:
+        parts.append(f"chose the unoffered {choice!r}")
+    return "; ".join(parts)
 
 
 def main() -> None:

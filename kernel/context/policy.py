@@ -22,7 +22,7 @@ from kernel.context.checkpoint import (
     write_checkpoint,
 )
 from kernel.context.fit import Parts, fit
-from kernel.context.render import nbytes, row, short
+from kernel.context.render import cut_head, nbytes, row, short
 from kernel.context.state import State, fold
 from kernel.errors import ConfigError, ContextOverflow
 from protocol.events import CompactionData, Event
@@ -50,6 +50,7 @@ LABELS = {
     "generator": "GENERATOR PROJECTION: session facts for writing tool arguments or the answer.",
 }
 RUN_END_BYTES = 600
+EARLIER_CUT_BYTES = 2000  # what an earlier request that can never fit keeps (see pinned_text)
 
 
 @dataclass
@@ -119,7 +120,7 @@ class ContextPolicy:
             state = self.state(events, checkpoint)
         else:  # the fitter only reads the state, so the cached one is used as it is
             state = cache.state(events, checkpoint, self.max_snapshots)
-        pinned = pinned_text(state, audience)
+        pinned = pinned_text(state, audience, cut_over=budget)
         need = nbytes(pinned.head) + nbytes(pinned.status) + nbytes(pinned.current) + 4
         if need > budget:
             raise ContextOverflow(overflow_message(audience, need, whole, reserved_bytes))
@@ -163,13 +164,20 @@ class Pinned:
     current: str
 
 
-def pinned_text(state: State, audience: str) -> Pinned:
-    """Render the pinned intent and the minimal factual status."""
+def pinned_text(state: State, audience: str, cut_over: int | None = None) -> Pinned:
+    """Render the pinned intent and the minimal factual status.
+
+    An earlier request longer than `cut_over` bytes (the whole room of this audience's
+    budget: it could never fit, so it would block the session for good) is shown cut, with a
+    marker that says so; every other request is verbatim. Since new requests that cannot fit
+    are refused before they are recorded (kernel/loop/admit.py), only requests recorded
+    before that check, or under a larger budget, are ever cut (issue 9, item 22).
+    """
     parts = [LABELS[audience]]
     earlier = state.requests[:-1]
     if earlier:
         lines = ["== EARLIER REQUESTS (user, verbatim, oldest first) =="]
-        lines += [f"[request #{r.seq}]\n{r.text}" for r in earlier]
+        lines += [f"[request #{r.seq}]\n{_earlier(r.seq, r.text, cut_over)}" for r in earlier]
         parts.append("\n".join(lines))
     answer = state.previous_answer
     if answer is not None:
@@ -183,6 +191,17 @@ def pinned_text(state: State, audience: str) -> Pinned:
     else:
         current = "== CURRENT REQUEST ==\n(none: the session has no user request yet)"
     return Pinned(head="\n\n".join(parts), status=status_text(state), current=current)
+
+
+def _earlier(seq: int, text: str, cut_over: int | None) -> str:
+    size = nbytes(text)
+    if cut_over is None or size <= cut_over:
+        return text
+    kept = cut_head(text, EARLIER_CUT_BYTES)
+    return (
+        f"{kept}\n[request #{seq} cut here: {nbytes(kept):,} of {size:,} bytes shown, because "
+        f"the whole request can never fit this budget; `recall` with seq {seq} pages it]"
+    )
 
 
 def status_text(state: State) -> str:
@@ -212,11 +231,18 @@ def overflow_message(audience: str, need: int, whole: int, reserved: int) -> str
             f"the instructions, question and schemas ({reserved:,} bytes), let alone the pinned "
             f"intent ({need:,} bytes). Nothing was trimmed; raise {setting}."
         )
+    can_raise = audience == "generator" or need + reserved <= JEV_MAX_BYTES
+    raise_it = (
+        f"raise {setting}"
+        if can_raise
+        else f"{setting} cannot help (its limit is {JEV_MAX_BYTES:,} bytes)"
+    )
     return (
         f"context overflow for the {audience}: the pinned intent (user requests, previous "
         f"answer, latest status) needs {need:,} bytes but only {whole - reserved:,} are "
         f"available ({setting}={whole:,} minus {reserved:,} reserved). Nothing was trimmed; "
-        f"shorten the request or raise {setting}."
+        f'{raise_it}, or give a shorter follow-up request (--session ID "..."): an earlier '
+        "request that can never fit is then shown cut, with a marker."
     )
 
 

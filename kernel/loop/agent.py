@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kernel.context.policy import ContextPolicy
 from kernel.errors import ContextOverflow, UsageError
-from kernel.loop import prompts
+from kernel.loop import admit, prompts
 from kernel.loop.steps import StepOutcome, Stop, ToolStep
 from kernel.store import pending
 from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
@@ -55,24 +55,35 @@ class RunResult:
     summary: str
 
 
+ACK_WITH_COMPACT = (
+    "--compact and --ack-interrupted do not combine: acknowledge first "
+    "(--session ID --ack-interrupted), then compact (--session ID --compact)"
+)
+ANSWERED = ("completed", "needs_input")  # the request got its answer or its question
+
+
 def needs_models(session: Session, prompt: str | None, compact: bool) -> bool:
-    """False for runs that call no model: --compact, or the replay of a completed answer."""
+    """False for runs that call no model: --compact, or the replay of a saved answer."""
     if compact:
         return False
-    return prompt is not None or _replayable(session.events) is None
+    return prompt is not None or saved_answer(session.events) is None
 
 
-def _replayable(events: list[Event]) -> FinalData | None:
-    """The saved answer when the latest request is completed and nothing is unsettled."""
-    last_final: FinalData | None = None
+def saved_answer(events: list[Event]) -> FinalData | None:
+    """The latest request's answer (completed) or question (needs_input), if it has one.
+
+    A request that was answered stays answered until the next prompt: a later `blocked` final
+    written only to record uncertainty (no run_started) does not reopen it. Without a new
+    prompt such a request is replayed, never run again (issue 9, item 1).
+    """
+    answer: FinalData | None = None
     for event in events:
-        if isinstance(event.data, UserData):
-            last_final = None
-        elif isinstance(event.data, FinalData):
-            last_final = event.data
-    if last_final is None or last_final.status != "completed" or pending.unsettled(events):
-        return None
-    return last_final
+        data = event.data
+        if isinstance(data, UserData | RunStartedData):
+            answer = None
+        elif isinstance(data, FinalData) and data.status in ANSWERED:
+            answer = data
+    return answer
 
 
 def workspace_listing(root: Path, limit: int = LISTING_LIMIT) -> tuple[list[str], bool]:
@@ -130,12 +141,16 @@ class Agent:
         if compact:
             if prompt is not None:
                 raise UsageError("--compact takes no prompt")
+            if acknowledge_pending:
+                raise UsageError(ACK_WITH_COMPACT)
             return self._result("compacted", self._compact())
-        replay = _replayable(self.session.events) if prompt is None else None
-        if replay is not None and not acknowledge_pending:
-            return self._result(replay.status, replay.summary)
-        if prompt is None and not any(isinstance(e.data, UserData) for e in self.session.events):
-            raise UsageError("this session has no request yet: give a prompt")
+        if prompt is None:
+            replay = self._replay(acknowledge_pending)
+            if replay is not None:
+                return replay
+        else:
+            prompt = admit.clean(prompt)
+            admit.check(self.policy, self.session.events, prompt)  # before anything is written
         result = self._run(prompt, acknowledge_pending)
         self._compact_if_long()
         return self._result(result.status, result.summary)
@@ -157,6 +172,24 @@ class Agent:
             self.session.close()
 
     # --- the run --------------------------------------------------------------------
+
+    def _replay(self, acknowledge: bool) -> dict[str, Any] | None:
+        """No prompt: the saved answer, or None when the request is unfinished (retry).
+
+        Nothing re-runs: an answered request is replayed whatever the flags say; interrupted
+        calls are acknowledged first when asked, and recorded (then `blocked`) when not.
+        """
+        events = self.session.events
+        if not any(isinstance(e.data, UserData) for e in events):
+            raise UsageError("this session has no request yet: give a prompt")
+        answer = saved_answer(events)
+        if answer is None:
+            return None  # blocked, error, cancelled or killed: inference retries
+        if pending.unsettled(events):
+            if not acknowledge:
+                return None  # _run records the uncertainty and ends blocked, running nothing
+            self._settle_interrupted(True)
+        return self._result(answer.status, answer.summary)
 
     def _result(self, status: str, summary: str) -> dict[str, Any]:
         return {
@@ -252,13 +285,10 @@ class Agent:
     # --- routing --------------------------------------------------------------------
 
     def _options(self, exclude_done: bool) -> dict[str, str]:
-        options = dict(prompts.BUILTIN_TOOLS)
-        for spec in self.step.mcp_specs():
-            options[spec.name] = spec.description or spec.name
-        options["recall"] = prompts.RECALL_DESCRIPTION
-        options["ask"] = prompts.ASK_DESCRIPTION
-        if not exclude_done:
-            options["done"] = prompts.DONE_DESCRIPTION
+        mcp = {spec.name: spec.description or spec.name for spec in self.step.mcp_specs()}
+        options = prompts.route_options(mcp)
+        if exclude_done:
+            del options["done"]
         return options
 
     def _state(self, reserved: int) -> tuple[str, int]:
@@ -270,7 +300,7 @@ class Agent:
         return projection.text, projection.bytes
 
     def _ask_jev(self, stage: Stage, question: str, options: dict[str, str]) -> Any:
-        reserved = len((question + "".join(k + v for k, v in options.items())).encode())
+        reserved = prompts.reserved_bytes(question, options)
         state, size = self._state(reserved)
         try:
             routed = self.models.route(stage, question, options, state, cancel=self.cancel)

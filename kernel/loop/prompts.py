@@ -44,3 +44,19 @@ ASK_TASK = (
     "You need the user before going on. Write one short, concrete question that lets the work "
     "continue, and nothing else."
 )
+
+
+def route_options(mcp: dict[str, str]) -> dict[str, str]:
+    """The route question's options: built-in tools, MCP tools, recall, ask, then done."""
+    return {
+        **BUILTIN_TOOLS,
+        **mcp,
+        "recall": RECALL_DESCRIPTION,
+        "ask": ASK_DESCRIPTION,
+        "done": DONE_DESCRIPTION,
+    }
+
+
+def reserved_bytes(question: str, options: dict[str, str]) -> int:
+    """What a Jev request's question and options take from the router's budget."""
+    return len((question + "".join(k + v for k, v in options.items())).encode())

@@ -14,12 +14,13 @@ from types import TracebackType
 
 import msgspec
 
-from kernel.errors import SessionNotFound, UsageError
+from kernel.errors import SessionNotFound
 from kernel.store.artifacts import Artifacts
 from kernel.store.catalog import SessionInfo, is_session_id, list_sessions, sessions_home, status_of
 from kernel.store.event_log import EventLog, fsync_dir
 from kernel.store.lock import SessionLock
 from kernel.store.redact import Redactor
+from kernel.store.workspace import check_workspace
 from protocol.codec import make_event
 from protocol.events import KIND_OF, Data, ErrorData, Event, SessionData
 
@@ -66,9 +67,7 @@ class Session:
         created_by: str = "jmp",
     ) -> Session:
         """A new locked session bound to workspace; on failure nothing is left behind."""
-        workspace = Path(workspace).resolve()
-        if not workspace.is_dir():
-            raise UsageError(f"workspace {workspace} does not exist or is not a directory")
+        workspace = check_workspace(workspace)  # root, system dirs, non-UTF-8: refused
         home = Path(home).absolute()
         home.mkdir(parents=True, exist_ok=True)
         session_id = uuid.uuid4().hex

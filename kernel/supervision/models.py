@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernel.config.settings import MODEL_KEYS
+from kernel.supervision import jev_answer
 from kernel.supervision.supervisor import WorkerFailed
 from protocol.events import ModelProgressData, ModelStartedData, Stage, UsageData
 from protocol.messages import (
@@ -133,6 +134,9 @@ class Models:
         reply = worker.request(msg, cancel=cancel)
         assert isinstance(reply, Routed)
         self._usage(question, reply.usage)
+        bad = jev_answer.problem(list(options), reply.choice, reply.confidence, reply.probabilities)
+        if bad:  # the API's own rules: an answer that breaks one is never acted on
+            raise WorkerFailed("invalid_answer", bad, "InvalidRouterAnswer", reply.usage)
         return reply
 
     def generate(

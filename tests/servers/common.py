@@ -20,6 +20,7 @@ class Fault:
     retry_after_ms: int = 10  # sent with HTTP 500 so SDK retries stay fast in tests
     after_chunks: int = 2  # a cut stream closes after this many chunks
     chars: int = 0  # a flood streams this many characters (0: without end)
+    answer: Any = None  # Jev `answer`: changes applied to each choice answer (see jev.py)
 
 
 class Faults:

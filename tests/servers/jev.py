@@ -24,7 +24,7 @@ from tests.servers.jev_schema import validation_errors
 MODELS = [
     {"name": "jev-latest", "description": "jmp loopback test server", "release_date": "2026-01-01"}
 ]
-FAULT_KINDS = ("http500", "invalid_json", "delay", "drop")
+FAULT_KINDS = ("http500", "invalid_json", "delay", "drop", "answer")
 SCRIPTED_TOP = 0.9  # probability given to a scripted label; the rest is spread evenly
 
 
@@ -121,6 +121,18 @@ def _step_answers(step: dict[str, Any], questions: dict[str, Any]) -> dict[str, 
     return out
 
 
+def break_answer(answer: dict[str, Any], patch: dict[str, Any]) -> None:
+    """Apply an `answer` fault: `choice` / `confidence` / `probabilities` replace the answer's
+    own, `add` sets (or adds) some labels' probabilities, `drop` removes labels. Nothing is
+    normalised: the point is an answer outside the API's rules."""
+    for key in ("choice", "confidence", "probabilities"):
+        if key in patch:
+            answer[key] = patch[key]
+    answer["probabilities"].update(patch.get("add", {}))
+    for label in patch.get("drop", ()):
+        answer["probabilities"].pop(label, None)
+
+
 class JevState:
     """The server's script, faults and request record, shared by its handler threads."""
 
@@ -201,6 +213,7 @@ class JevHandler(BaseHTTPRequestHandler):
         if self.path.split("?")[0] != "/v1/systemone":
             self._error(404, "not_found", f"No route {self.path}")
             return
+        self.patch: dict[str, Any] | None = None
         if self._refused() or self._inject_fault():
             return
         if (self.headers.get("Content-Encoding") or "identity").lower() != "identity":
@@ -218,7 +231,12 @@ class JevHandler(BaseHTTPRequestHandler):
         if errors:
             self._send(422, {"detail": errors})
             return
-        self._send(200, self.state.respond(body))
+        reply = self.state.respond(body)
+        if self.patch is not None:
+            for answer in reply["answers"].values():
+                if answer.get("type") == "choice":
+                    break_answer(answer, self.patch)
+        self._send(200, reply)
 
     def _inject_fault(self) -> bool:
         """Apply the next pending fault; True when the request is fully handled by it."""
@@ -227,6 +245,9 @@ class JevHandler(BaseHTTPRequestHandler):
             return False
         if fault.kind == "delay":
             time.sleep(fault.seconds)
+            return False
+        if fault.kind == "answer":
+            self.patch = dict(fault.answer or {})
             return False
         if fault.kind == "http500":
             # retry-after-ms keeps the SDK's real retries fast in tests.
@@ -269,10 +290,17 @@ class JevServer(LoopbackServer):
             return len(self.state.steps)
 
     def fault(
-        self, kind: str, count: int = 1, seconds: float = 0.0, retry_after_ms: int = 10
+        self,
+        kind: str,
+        count: int = 1,
+        seconds: float = 0.0,
+        retry_after_ms: int = 10,
+        answer: dict[str, Any] | None = None,
     ) -> None:
-        """Inject `kind` (http500, invalid_json, delay, drop) into the next `count` POSTs."""
-        self.state.faults.add(kind, count, seconds=seconds, retry_after_ms=retry_after_ms)
+        """Inject `kind` (http500, invalid_json, delay, drop, answer) into the next POSTs."""
+        self.state.faults.add(
+            kind, count, seconds=seconds, retry_after_ms=retry_after_ms, answer=answer
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
