@@ -112,7 +112,9 @@ class Front:
             result = self._dispatch(canonical, args)
         except HarnessRejected as exc:
             return rejection(exc.code, self._detail(exc, args))
-        except JmpError as exc:  # a worker failed or died outside an operation
+        except JmpError as exc:  # the harness worker failed or is gone
+            if canonical in ("observe", "arguments"):  # refused only with busy / stale_state
+                return success(self.redact(self._without_worker(canonical, args, exc)))
             return rejection("error", str(self.redact(f"{type(exc).__name__}: {exc}")))
         except Exception as exc:  # a bug: named on stderr, never with what the caller sent
             self.say(f"internal error in {canonical}: {type(exc).__name__}")
@@ -131,6 +133,31 @@ class Front:
             result = s.delegate()
         return result
 
+    def _without_worker(self, name: str, args: dict[str, Any], exc: Exception) -> dict[str, Any]:
+        """What observe / arguments can still say when the task cannot be asked: the end."""
+        engine = self.session.engine
+        note = f"the task cannot be observed: {type(exc).__name__}: {exc}"
+        if name == "arguments":
+            return {"tool": args["tool"], "state_ref": "", "parameter": None, "options": []}
+        return {
+            "state_ref": "",
+            "session_id": self.session.session_id,
+            "goal": engine.goal,
+            "limits": engine.limits_view(),
+            "observation": None,
+            "tools": [],
+            "complete": False,
+            "delegation": {
+                "available": False,
+                "route": self.session.route,
+                "direct_only": self.direct_only,
+                "same_tools_and_verifier": True,
+            },
+            "artifact": engine.artifact(),
+            "final": engine.final,
+            "note": note,
+        }
+
     def _detail(self, exc: Any, args: dict[str, Any]) -> str:
         """A refusal's message: fixed per code, plus facts the server itself owns."""
         if exc.code == "budget_exhausted":
@@ -140,7 +167,8 @@ class Front:
             if known is not None:
                 names = [p.name for p in known.parameters]
                 return f"{MESSAGES['incomplete']} (this tool takes {names})"
-        return MESSAGES.get(exc.code, exc.code)
+        code = str(exc.code)
+        return MESSAGES.get(code, code)
 
 
 def success(structured: dict[str, Any]) -> types.CallToolResult:

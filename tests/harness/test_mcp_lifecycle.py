@@ -142,3 +142,35 @@ def test_stdin_eof_deletes_the_owned_camofox_tab_and_shows_no_key(cli: HarnessCl
         if path.is_file():
             assert key.encode() not in path.read_bytes(), path
     assert server.events()[-1]["kind"] == "final"
+
+
+def test_a_killed_harness_worker_is_uncertain_and_observe_still_answers(cli: HarnessCli) -> None:
+    server, started = held(cli)
+    seen: dict[str, object] = {}
+
+    async def main() -> None:
+        async with server.connect() as c:
+            ref = await c.ref()
+            args = {"tool": "items.pick", "parameters": {"item": "a"}, "state_ref": ref}
+            async with anyio.create_task_group() as tg:
+
+                async def operate() -> None:
+                    seen["operate"] = await c.ok("operate", args)
+
+                tg.start_soon(operate)
+                worker = await anyio.to_thread.run_sync(
+                    wait_until, lambda: started.exists() and started.read_text(), 60, "the hold"
+                )
+                os.kill(int(worker), signal.SIGKILL)
+            seen["observe"] = await c.ok("observe")
+            seen["arguments"] = await c.ok("arguments", {"tool": "items.pick", "state_ref": ref})
+            await c.refused("budget_exhausted", "operate", args)
+
+    anyio.run(main)
+    assert seen["operate"]["status"] == "uncertain"  # type: ignore[index]
+    view = seen["observe"]
+    assert view["tools"] == [] and view["final"]["status"] == "blocked"  # type: ignore[index]
+    assert seen["arguments"]["options"] == []  # type: ignore[index]
+    kinds = [e["kind"] for e in server.events()]
+    assert kinds[-3:] == ["tool_started", "tool_uncertain", "final"]
+    assert server.kinds("tool_uncertain")[0]["cause"] == "worker_exit"
