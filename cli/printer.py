@@ -17,6 +17,8 @@ if TYPE_CHECKING:
 
 PREVIEW_LINES = 6
 PREVIEW_CHARS = 160
+WAIT_SHOWN_AFTER_S = 0.5  # a shorter wait for a starting worker is not worth a line
+WAITING_FOR = {"tool": "tools", "router": "the router", "generator": "the generator"}
 
 
 class Printer:
@@ -30,6 +32,8 @@ class Printer:
         self._progress = False  # an overwritable progress line is on screen
         self._live = bool(getattr(self.out, "isatty", lambda: False)())
         self._final_shown = False  # the answer was printed as it happened
+        self._waits: dict[str, threading.Timer] = {}
+        self._wait_shown: str | None = None
 
     def event(self, event: Event) -> None:
         """One persisted or transient event: a JSON line, or a line of the live view."""
@@ -78,6 +82,31 @@ class Printer:
             self.err.write(f"jmp: error: {exc}\n")
             self.err.flush()
 
+    def worker_wait(self, kind: str, started: bool) -> None:
+        """A worker-start wait began or ended (kernel/supervision/waits): a live view shows
+        `starting tools…` once it has lasted WAIT_SHOWN_AFTER_S, and removes it when done."""
+        if self.json or not self._live:
+            return
+        with self._lock:
+            timer = self._waits.pop(kind, None)
+            if timer is not None:
+                timer.cancel()
+            if started:
+                timer = threading.Timer(WAIT_SHOWN_AFTER_S, self._show_wait, args=(kind,))
+                timer.daemon = True
+                self._waits[kind] = timer
+                timer.start()
+            elif self._wait_shown == kind:
+                self._clear_progress()
+
+    def _show_wait(self, kind: str) -> None:
+        with self._lock:
+            if kind not in self._waits:
+                return  # it ended while the timer fired
+            self.out.write(f"\r\033[K  starting {WAITING_FOR.get(kind, kind)}…")
+            self.out.flush()
+            self._progress, self._wait_shown = True, kind
+
     def _show_progress(self, event: Event) -> None:
         if not self._live:
             return  # a pipe or file gets no carriage-return animation
@@ -91,7 +120,8 @@ class Printer:
     def _clear_progress(self) -> None:
         if self._progress:
             self.out.write("\r\033[K")
-            self._progress = False
+            self.out.flush()
+            self._progress, self._wait_shown = False, None
 
     def _write(self, text: str) -> None:
         self._clear_progress()

@@ -99,6 +99,9 @@ def run(options: Any, printer: Any) -> int:
     cancel = threading.Event()
     previous = _install_interrupt(cancel)
     agent = None
+    from kernel.supervision.waits import add_listener
+
+    forget_waits = add_listener(getattr(printer, "worker_wait", lambda *_: None))  # "starting tools…" in the live view
     try:
         models = Models(session, settings)
         tools = Tools(session.workspace, session.directory / "terminal", servers)
@@ -109,6 +112,7 @@ def run(options: Any, printer: Any) -> int:
             acknowledge_pending=options.ack_interrupted,
         )
     finally:
+        forget_waits()
         if agent is not None:
             agent.close()
         else:

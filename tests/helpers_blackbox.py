@@ -16,6 +16,9 @@ from typing import Any
 from tests.servers.flash import FlashServer
 from tests.servers.jev import JevServer
 
+_STRIPPED = ("JMP_", "JEV_", "FLASH_")
+_KEPT = ("JMP_WARM", "JMP_WARM_DIR")  # the suite's own pool setting (conftest), never the user's
+
 ROOT = Path(__file__).resolve().parent.parent
 HEX32 = re.compile(r"^[0-9a-f]{32}$")
 # Distinctive key values: any trace of them in an output is a leak.
@@ -102,7 +105,7 @@ class Cli:
         """The run environment; a change to None removes the variable."""
         import os
 
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("JMP_", "JEV_", "FLASH_"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED) or k in _KEPT}
         env.pop("DEEPSEEK_API_KEY", None)
         env.pop("TYPESAFE_API_KEY", None)
         env.update(

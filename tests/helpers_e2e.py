@@ -16,6 +16,9 @@ from typing import Any
 from tests.servers.flash import FlashServer
 from tests.servers.jev import JevServer
 
+_STRIPPED = ("JMP_", "JEV_", "FLASH_")
+_KEPT = ("JMP_WARM", "JMP_WARM_DIR")  # the suite's own pool setting (conftest), never the user's
+
 ROOT = Path(__file__).resolve().parent.parent
 JEV_KEY = "jev-secret-key-0123456789"
 FLASH_KEY = "sk-flash-secret-0123456789abcdef"
@@ -62,7 +65,7 @@ class Jmp:
         self.extra_env: dict[str, str] = {}
 
     def env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("JMP_", "JEV_", "FLASH_"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED) or k in _KEPT}
         env.update(
             TYPESAFE_API_KEY=JEV_KEY,
             TYPESAFE_BASE_URL=self.jev.url,

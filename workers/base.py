@@ -79,8 +79,33 @@ def _die(code: int) -> None:
     os._exit(code)
 
 
+_kernel_pidfd: int | None = None  # set by the warm pool: a pidfd of the kernel we serve
+
+
+def adopt_kernel(pidfd: int) -> None:
+    """Called in a worker forked by the warm pool: its parent is the pool, not the kernel, so
+    the kernel is watched through this pidfd (readable once the kernel has exited)."""
+    global _kernel_pidfd
+    _kernel_pidfd = pidfd
+
+
+def _pidfd_dead(pidfd: int) -> bool:
+    import select
+
+    return bool(select.select([pidfd], [], [], 0)[0])
+
+
 def _watch_parent() -> Callable[[], bool]:
-    """Arm PDEATHSIG; return a check that is True once the kernel process is gone."""
+    """Arm PDEATHSIG; return a check that is True once the kernel process is gone.
+
+    A pool-forked worker skips PDEATHSIG and the parent check (the pool may die while the
+    kernel lives) and watches the kernel's pidfd instead; the silence timeout applies to both.
+    """
+    if _kernel_pidfd is not None:
+        pidfd = _kernel_pidfd
+        _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+        signal.signal(signal.SIGTERM, lambda *_: _die(143))
+        return lambda: _pidfd_dead(pidfd)
     expected = int(os.environ.get(KERNEL_PID_ENV) or os.getppid())
     _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     # Orphans of our shells reparent to us, so psutil still finds them at kill time.

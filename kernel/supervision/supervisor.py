@@ -21,6 +21,7 @@ from typing import Any
 
 from kernel.errors import JmpError
 from kernel.supervision.proctree import TOKEN_ENV
+from kernel.supervision.waits import waiting
 from kernel.supervision.wire import Death, WireThread
 from protocol.messages import Cancel, Failed, ModelUsage, Progress, Ready, Shutdown
 
@@ -139,15 +140,18 @@ class Worker:
         if self.ready is not None:
             return self.ready
         deadline = time.monotonic() + timeout_s
-        while True:
-            msg = self._next(wire, deadline)
-            if msg is None:
-                raise WorkerFailed("timeout", f"{self.kind} worker not ready after {timeout_s} s")
-            if isinstance(msg, Ready):
-                self.ready = msg
-                return msg
-            if isinstance(msg, Failed) and msg.reply_to is None:
-                raise WorkerFailed(msg.code, msg.detail, msg.error_class, msg.usage)
+        with waiting(self.kind):  # a live view may say "starting tools…" meanwhile
+            while True:
+                msg = self._next(wire, deadline)
+                if msg is None:
+                    raise WorkerFailed(
+                        "timeout", f"{self.kind} worker not ready after {timeout_s} s"
+                    )
+                if isinstance(msg, Ready):
+                    self.ready = msg
+                    return msg
+                if isinstance(msg, Failed) and msg.reply_to is None:
+                    raise WorkerFailed(msg.code, msg.detail, msg.error_class, msg.usage)
 
     def close(self) -> None:
         """Ask the worker to exit, kill its whole tree after SHUTDOWN_GRACE_S; idempotent."""

@@ -10,7 +10,6 @@ import contextlib
 import logging
 import os
 import queue
-import subprocess
 import sys
 import threading
 import time
@@ -22,6 +21,7 @@ import msgspec
 import zmq
 
 from kernel.supervision.proctree import TreeRecord
+from kernel.supervision.spawn import Proc, spawn_process
 from protocol.codec import UnsupportedVersion, decode_from_worker, encode_frame
 from protocol.messages import HEARTBEAT_MS, Failed, Heartbeat, Ready
 
@@ -130,15 +130,8 @@ class WireThread:
         try:
             sock.bind(self.endpoint)
             # A worker's stdout goes to our stderr: with --json, stdout carries JSON lines only.
-            stderr_fd = sys.stderr.fileno() if _has_fileno(sys.stderr) else subprocess.DEVNULL
-            proc = subprocess.Popen(
-                self.argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE if self.redact else stderr_fd,
-                stderr=subprocess.PIPE if self.redact else None,
-                env=self.env,
-                start_new_session=True,
-            )
+            # Forked by the warm pool when it can, else spawned cold (kernel/supervision/spawn).
+            proc = spawn_process(self.argv, self.env, piped=self.redact is not None)
             if self.redact is not None:
                 _forward_redacted(proc, self.redact)
         except BaseException as exc:
@@ -161,9 +154,7 @@ class WireThread:
             with contextlib.suppress(OSError):
                 os.unlink(path)
 
-    def _loop(
-        self, sock: zmq.Socket[bytes], proc: subprocess.Popen[bytes], tree: TreeRecord
-    ) -> None:
+    def _loop(self, sock: zmq.Socket[bytes], proc: Proc, tree: TreeRecord) -> None:
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
@@ -187,7 +178,7 @@ class WireThread:
             if now >= next_beat and self._identity is not None:
                 sock.send_multipart([self._identity, encode_frame(Heartbeat(pid=os.getpid()))])
                 next_beat = now + HEARTBEAT_MS / 1000
-            if _exited(proc.pid):
+            if proc.exited():
                 self._bury(proc, tree, "")
                 return
             silent = now - last_heard
@@ -250,23 +241,18 @@ class WireThread:
         elif self._bad_frames == _MAX_BAD_LOGS + 1:
             log.warning("%s worker: dropping further bad frames silently", self.kind)
 
-    def _bury(self, proc: subprocess.Popen[bytes], tree: TreeRecord, reason: str) -> None:
+    def _bury(self, proc: Proc, tree: TreeRecord, reason: str) -> None:
         """Kill the tree while the (possibly zombie) root still pins its pid, then reap."""
         tree.kill_all()
         code = proc.wait()
-        self.death = Death(
-            proc.pid, code if code >= 0 else None, -code if code < 0 else None, reason
-        )
+        if code is None:  # a warm worker whose pool died: its status is lost, not its death
+            self.death = Death(proc.pid, None, None, reason or "exit status unknown")
+        else:
+            self.death = Death(
+                proc.pid, code if code >= 0 else None, -code if code < 0 else None, reason
+            )
         self.inbox.put(self.death)
         self._died.set()
-
-
-def _exited(pid: int) -> bool:
-    """Has the child exited? Leaves it unreaped, so its pid cannot be reused yet."""
-    try:
-        return os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
-    except ChildProcessError:
-        return True
 
 
 def _is_ready(buf: bytes) -> bool:
@@ -277,16 +263,7 @@ def _is_ready(buf: bytes) -> bool:
         return False
 
 
-def _has_fileno(stream: Any) -> bool:
-    """True when `stream` is backed by a real file descriptor (not a pytest capture buffer)."""
-    try:
-        stream.fileno()
-    except (AttributeError, OSError, ValueError):
-        return False
-    return True
-
-
-def _forward_redacted(proc: subprocess.Popen[bytes], redact: Callable[[str], str]) -> None:
+def _forward_redacted(proc: Proc, redact: Callable[[str], str]) -> None:
     """Copy the worker's stdout and stderr to our stderr, line by line, with secrets redacted.
 
     Worker output (an MCP server's own stderr among it) could carry a configured secret, and

@@ -12,6 +12,9 @@ from typing import Any
 from tests.helpers_e2e import Outcome, parse_lines
 from tests.servers.jev import JevServer
 
+_STRIPPED = ("JMP_", "JEV_", "FLASH_")
+_KEPT = ("JMP_WARM", "JMP_WARM_DIR")  # the suite's own pool setting (conftest), never the user's
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 JEV_KEY = "jev-harness-secret-key-0123456789"
@@ -28,7 +31,7 @@ class HarnessCli:
         self.extra_env: dict[str, str] = {}
 
     def env(self, key: bool = True) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("JMP_", "JEV_", "FLASH_"))}
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED) or k in _KEPT}
         env.pop("TYPESAFE_API_KEY", None)
         env.update(TYPESAFE_BASE_URL=self.jev.url, PYTHONUNBUFFERED="1")
         env["PYTHONPATH"] = str(ROOT)

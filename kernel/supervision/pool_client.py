@@ -1,0 +1,226 @@
+"""The kernel's side of the warm pool: ask it for a fresh worker, or say why not (cold spawn).
+
+`spawn()` returns a `WarmProc` or None, never raises: a pool that is missing, dead, stale,
+slow, foreign or erroring costs one stderr note and the caller spawns cold. A missing pool is
+started (detached, in the background) for the next run; a stale one (other code) is stopped
+and replaced. The worker's pid is pinned by the pool (not reaped before `Release`), so the
+kernel's tree kill (process group, recorded descendants, token) is as safe as for its own
+children; the kernel watches the worker through a pidfd.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import select
+import socket
+import struct
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO
+
+import msgspec
+
+from protocol import pool as P
+
+CONNECT_TIMEOUT_S = 3.0  # connect + Spawned; a wedged pool is not worth a longer wait
+EXIT_STATUS_WAIT_S = 2.0
+_notes: set[str] = set()
+_note_lock = threading.Lock()
+_fingerprint: str | None = None
+
+
+def enabled() -> bool:
+    """JMP_WARM=0 turns the pool off (today's cold path everywhere)."""
+    return os.environ.get("JMP_WARM", "1").strip() != "0"
+
+
+def directory() -> Path:
+    return P.pool_dir(os.environ, os.getuid())
+
+
+def fingerprint() -> str:
+    global _fingerprint
+    if _fingerprint is None:
+        _fingerprint = P.code_fingerprint()
+    return _fingerprint
+
+
+def note(text: str) -> None:
+    """One stderr line per distinct reason per process: the only trace of a fallback."""
+    with _note_lock:
+        if text in _notes:
+            return
+        _notes.add(text)
+    with contextlib.suppress(Exception):
+        sys.stderr.write(f"jmp: warm pool: {text}\n")
+        sys.stderr.flush()
+
+
+class WarmProc:
+    """A worker forked by the pool, as the I/O thread sees it (the Popen subset it uses)."""
+
+    def __init__(self, pid: int, conn: socket.socket) -> None:
+        self.pid, self.conn = pid, conn
+        self.stdout: IO[bytes] | None = None  # set by the caller when output is piped
+        self.stderr: IO[bytes] | None = None
+        try:
+            self.pidfd: int | None = os.pidfd_open(pid)
+        except ProcessLookupError:  # already reaped (the pool died): it has exited
+            self.pidfd = None
+
+    def exited(self) -> bool:
+        """Has the worker exited? (A zombie counts; the pool keeps it unreaped for us.)"""
+        if self.pidfd is None:
+            return True
+        return bool(select.select([self.pidfd], [], [], 0)[0])
+
+    def wait(self) -> int | None:
+        """Block until it exited; its status like Popen.returncode, None if the pool is gone.
+        Then let the pool reap it (the caller has already killed the tree)."""
+        if self.pidfd is not None:
+            select.select([self.pidfd], [], [])
+        code = self._status()
+        with contextlib.suppress(OSError):
+            self.conn.sendall(P.encode(P.Release()))
+        self.conn.close()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
+        return code
+
+    def _status(self) -> int | None:
+        self.conn.settimeout(EXIT_STATUS_WAIT_S)
+        try:
+            while True:
+                msg = read_frame(self.conn)
+                if isinstance(msg, P.Exited) and msg.pid == self.pid:
+                    return -msg.signal if msg.signal is not None else msg.exit_code
+        except (OSError, EOFError, ValueError, msgspec.DecodeError):
+            return None
+
+
+def spawn(argv: list[str], env: dict[str, str], out_fd: int, err_fd: int) -> WarmProc | None:
+    """Ask the pool for `argv` (`python -m MODULE ARGS...`); None means: spawn cold."""
+    if len(argv) < 3 or argv[1] != "-m":
+        return None
+    problem = check_dir(directory())
+    if problem:
+        note(f"{problem}; workers start cold")
+        return None
+    request = P.Spawn(
+        fingerprint=fingerprint(), module=argv[2], argv=argv[3:], env=env, cwd=os.getcwd()
+    )
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        sock.connect(str(directory() / "pool.sock"))
+        if not _same_user(sock):
+            raise PermissionError("the pool socket belongs to another user")
+        socket.send_fds(sock, [P.encode(request)], [out_fd, err_fd])
+        reply = read_frame(sock)
+    except (FileNotFoundError, ConnectionRefusedError):
+        sock.close()
+        note("not running; started it for the next run, workers start cold")
+        start()
+        return None
+    except (OSError, EOFError, ValueError, msgspec.DecodeError) as exc:
+        sock.close()
+        note(f"unusable ({type(exc).__name__}: {exc}); workers start cold")
+        return None
+    if isinstance(reply, P.Spawned):
+        sock.settimeout(None)
+        return WarmProc(reply.pid, sock)
+    sock.close()
+    if isinstance(reply, P.Refused) and reply.code == "stale":
+        note("runs other code; replacing it, workers start cold")
+        stop()
+        start(replace=True)
+    else:
+        note(f"refused: {getattr(reply, 'detail', reply)}; workers start cold")
+    return None
+
+
+def read_frame(sock: socket.socket) -> P.AnyPoolMsg:
+    head = _read_exactly(sock, 4)
+    size = struct.unpack(">I", head)[0]
+    if size > P.MAX_FRAME:
+        raise ValueError("pool frame too large")
+    return P.decode(_read_exactly(sock, size))
+
+
+def _read_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise EOFError("the pool closed the connection")
+        buf += chunk
+    return buf
+
+
+def _same_user(sock: socket.socket) -> bool:
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    return bool(struct.unpack("3i", creds)[1] == os.getuid())
+
+
+def check_dir(path: Path) -> str:
+    """'' when `path` is a real directory of ours with mode 0700 (created if missing)."""
+    with contextlib.suppress(FileExistsError, OSError):
+        path.mkdir(mode=0o700, parents=True)
+    try:
+        st = os.lstat(path)
+    except OSError as exc:
+        return f"runtime dir {path}: {exc.strerror}"
+    if os.path.islink(path) or not os.path.isdir(path):
+        return f"runtime dir {path} is not a directory"
+    if st.st_uid != os.getuid() or st.st_mode & 0o077:
+        return f"runtime dir {path} is not private (want owner uid {os.getuid()}, mode 0700)"
+    return ""
+
+
+def start(replace: bool = False) -> None:
+    """Launch the pool detached unless one holds the lock; returns at once. With `replace`
+    the new pool waits a little for the stopping one to let go of the lock."""
+    path = directory()
+    if check_dir(path) or (not replace and _locked(path)):
+        return
+    argv = [*P.serve_argv(sys.executable, path, P.idle_timeout(os.environ)), "--detach"]
+    with contextlib.suppress(OSError):
+        proc = subprocess.Popen(
+            argv,
+            env=P.pool_env(os.environ),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+            cwd="/",
+        )
+        threading.Thread(target=proc.wait, daemon=True, name="warm-launch").start()
+
+
+def stop() -> None:
+    """Ask the pool to exit (best effort)."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(CONNECT_TIMEOUT_S)
+        sock.connect(str(directory() / "pool.sock"))
+        if _same_user(sock):
+            sock.sendall(P.encode(P.Stop()))
+
+
+def _locked(path: Path) -> bool:
+    """Does a pool (running or starting) hold the directory's lock?"""
+    try:
+        lock = os.open(path / "pool.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    except OSError:
+        return True
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(lock)  # closing drops our lock: the pool takes it itself
+    return False

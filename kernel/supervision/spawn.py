@@ -1,0 +1,101 @@
+"""Start one worker process: forked by the warm pool when it can, else spawned cold.
+
+Both paths give the I/O thread the same handle: `pid` (leader of its own process group),
+`exited()` (without reaping, so the pid stays pinned until the tree is killed), `wait()`
+(the status, like Popen.returncode; None when unknowable) and, when output is redacted,
+`stdout` / `stderr` pipes. The worker's output reaches the kernel's stderr only through them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+from typing import IO, Any, Protocol
+
+from kernel.supervision import pool_client
+
+
+class Proc(Protocol):
+    pid: int
+    stdout: IO[bytes] | None
+    stderr: IO[bytes] | None
+
+    def exited(self) -> bool: ...
+
+    def wait(self) -> int | None: ...
+
+
+class ColdProc:
+    """Today's path: a direct child of the kernel."""
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.popen, self.pid = popen, popen.pid
+        self.stdout, self.stderr = popen.stdout, popen.stderr
+
+    def exited(self) -> bool:
+        try:
+            found = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True
+        return found is not None
+
+    def wait(self) -> int | None:
+        return self.popen.wait()
+
+
+def spawn_process(argv: list[str], env: dict[str, str], piped: bool) -> Proc:
+    """The worker, warm if the pool serves it, else cold. `piped`: stdout and stderr come back
+    as pipes (for the redactor); otherwise both go to our stderr (or /dev/null without one)."""
+    if pool_client.enabled():
+        warm = _warm(argv, env, piped)
+        if warm is not None:
+            return warm
+    stderr_fd = _stderr_fd()
+    popen = subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE if piped else (stderr_fd if stderr_fd >= 0 else subprocess.DEVNULL),
+        stderr=subprocess.PIPE if piped else None,
+        env=env,
+        start_new_session=True,
+    )
+    return ColdProc(popen)
+
+
+def _warm(argv: list[str], env: dict[str, str], piped: bool) -> Proc | None:
+    """Ask the pool; pipes are ours, their write ends travel with the request."""
+    opened: list[int] = []
+    try:
+        if piped:
+            out_r, out_w = os.pipe()
+            err_r, err_w = os.pipe()
+            opened += [out_r, out_w, err_r, err_w]
+            sent = [out_w, err_w]
+        else:
+            fd = _stderr_fd()
+            if fd < 0:
+                fd = os.open(os.devnull, os.O_WRONLY)
+                opened.append(fd)
+            sent = [fd, fd]
+        proc = pool_client.spawn(argv, env, *sent)
+    except OSError as exc:
+        pool_client.note(f"unusable ({exc}); workers start cold")
+        proc = None
+    if proc is None or not piped:
+        for fd in opened:
+            os.close(fd)
+        return proc
+    os.close(out_w)
+    os.close(err_w)  # the worker holds the only write ends: EOF when it is gone
+    proc.stdout, proc.stderr = os.fdopen(out_r, "rb"), os.fdopen(err_r, "rb")
+    return proc
+
+
+def _stderr_fd() -> int:
+    """Our stderr's fd, or -1 when it has none (a pytest capture buffer)."""
+    stream: Any = sys.stderr
+    with contextlib.suppress(AttributeError, OSError, ValueError):
+        return int(stream.fileno())
+    return -1

@@ -1,0 +1,219 @@
+"""Kernel <-> warm pool messages and the code fingerprint both sides compare.
+
+One unix-socket connection per spawn. Frames are a 4-byte big-endian length and a msgpack
+`PoolFrame`; the kernel's `Spawn` carries two file descriptors (the worker's stdout and stderr,
+SCM_RIGHTS) in the same sendmsg. The pool answers `Spawned` or `Refused`, later `Exited`; the
+kernel's `Release` (or closing the connection) lets the pool reap the dead worker. No model
+request, prompt or session ever crosses this socket.
+
+`code_fingerprint()` reads file metadata only (no contents): the interpreter, every site
+directory's mtime (a pip install or upgrade changes it) and every .py file of our packages
+(path, size, mtime). Kernel and pool compute it the same way; a difference means other code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import struct
+import sys
+from pathlib import Path
+from typing import Literal
+
+import msgspec
+
+POOL_VERSION = 1
+MAX_FRAME = 1 << 20  # an environment is kilobytes; anything larger is an attack or a bug
+ROOT = Path(__file__).resolve().parents[1]
+CODE_PACKAGES = ("protocol", "workers", "jev_harness", "kernel")
+
+RefuseCode = Literal["stale", "bad_request", "unsupported_version", "fork_failed", "busy"]
+
+
+class PoolMsg(
+    msgspec.Struct,
+    frozen=True,
+    kw_only=True,
+    tag_field="kind",
+    tag=lambda name: "pool_" + "".join("_" + c.lower() if c.isupper() else c for c in name)[1:],
+    forbid_unknown_fields=True,
+):
+    """Kernel <-> pool message."""
+
+
+class Spawn(PoolMsg, frozen=True):
+    """Fork a fresh worker running `python -m module *argv` with exactly this env and cwd.
+
+    `fingerprint` is the kernel's code_fingerprint(); the pool refuses another. Two fds ride
+    along: they become the worker's stdout and stderr. `env` holds keys: never logged.
+    """
+
+    fingerprint: str
+    module: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+
+
+class Spawned(PoolMsg, frozen=True):
+    """The worker runs as `pid`, leader of its own session and process group."""
+
+    pid: int
+
+
+class Exited(PoolMsg, frozen=True):
+    """The worker exited (not yet reaped: its pid stays pinned until Release)."""
+
+    pid: int
+    exit_code: int | None = None
+    signal: int | None = None
+
+
+class Refused(PoolMsg, frozen=True):
+    """Nothing was spawned. `stale`: the pool runs other code (pool_pid: replace it)."""
+
+    code: RefuseCode
+    detail: str
+    pool_pid: int
+
+
+class Release(PoolMsg, frozen=True):
+    """The kernel has killed the worker's tree: the pool may reap the zombie now."""
+
+
+class Status(PoolMsg, frozen=True):
+    """Ask for the pool's state (the `status` command); answered by PoolState."""
+
+
+class Stop(PoolMsg, frozen=True):
+    """Ask the pool to exit now (its live workers keep running under their kernels)."""
+
+
+class State(PoolMsg, frozen=True):
+    pid: int
+    fingerprint: str
+    workers: int
+    idle_timeout_s: float
+    preloaded: list[str]
+
+
+AnyPoolMsg = Spawn | Spawned | Exited | Refused | Release | Status | Stop | State
+
+
+class PoolFrame(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    v: int
+    body: AnyPoolMsg
+
+
+class _Peek(msgspec.Struct):
+    v: int
+
+
+_encoder = msgspec.msgpack.Encoder()
+_decoder = msgspec.msgpack.Decoder(PoolFrame)
+_peek = msgspec.msgpack.Decoder(_Peek)
+
+
+class PoolVersionError(ValueError):
+    """The other side speaks another pool protocol version."""
+
+
+def encode(msg: AnyPoolMsg) -> bytes:
+    """Length-prefixed msgpack frame."""
+    body = _encoder.encode(PoolFrame(v=POOL_VERSION, body=msg))
+    return struct.pack(">I", len(body)) + body
+
+
+def decode(body: bytes) -> AnyPoolMsg:
+    """The message in one frame body (without its length); raises PoolVersionError or
+    msgspec.DecodeError / ValueError."""
+    if _peek.decode(body).v != POOL_VERSION:
+        raise PoolVersionError(f"pool protocol version {_peek.decode(body).v} != {POOL_VERSION}")
+    return _decoder.decode(body).body
+
+
+def code_fingerprint(root: Path = ROOT) -> str:
+    """sha256 of the interpreter, the site directories and our packages' .py files (metadata)."""
+    h = hashlib.sha256()
+    exe = os.path.realpath(sys.executable)
+    h.update(f"{exe}\0{sys.version}\0{_stamp(exe)}\0".encode())
+    for entry in sorted({p for p in sys.path if p.endswith(("site-packages", "dist-packages"))}):
+        h.update(f"{entry}\0{_stamp(entry)}\0".encode())
+    for package in CODE_PACKAGES:
+        for dirpath, dirnames, filenames in os.walk(root / package):
+            dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+            for name in sorted(filenames):
+                if name.endswith(".py"):
+                    path = os.path.join(dirpath, name)
+                    h.update(f"{os.path.relpath(path, root)}\0{_stamp(path)}\0".encode())
+    return h.hexdigest()
+
+
+def _stamp(path: str) -> str:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return "-"
+    return f"{st.st_size}:{st.st_mtime_ns}"
+
+
+DEFAULT_IDLE_S = 600.0
+TITLE = "jmp-warm-pool"
+
+
+def pool_dir(env: dict[str, str] | os._Environ[str], uid: int) -> Path:
+    """The per-user runtime directory: JMP_WARM_DIR, else $XDG_RUNTIME_DIR/jmp-warm, else
+    /tmp/jmp-warm-UID. Short, so the socket path fits in sun_path."""
+    if env.get("JMP_WARM_DIR"):
+        return Path(env["JMP_WARM_DIR"])
+    if env.get("XDG_RUNTIME_DIR"):
+        return Path(env["XDG_RUNTIME_DIR"]) / "jmp-warm"
+    return Path(f"/tmp/jmp-warm-{uid}")
+
+
+def idle_timeout(env: dict[str, str] | os._Environ[str]) -> float:
+    """JMP_WARM_IDLE_S (seconds, > 0), default 600."""
+    try:
+        value = float(env.get("JMP_WARM_IDLE_S") or DEFAULT_IDLE_S)
+    except ValueError:
+        return DEFAULT_IDLE_S
+    return value if value > 0 else DEFAULT_IDLE_S
+
+
+def serve_argv(python: str, directory: Path, idle_s: float, preload: str = "all") -> list[str]:
+    """The pool's command line; the padding leaves room to retitle forked workers in `ps`."""
+    pad = "--pad=" + "-" * 3000
+    return [
+        python,
+        "-m",
+        "workers.pool",
+        "serve",
+        str(directory),
+        f"--idle={idle_s:g}",
+        f"--preload={preload}",
+        pad,
+    ]
+
+
+_POOL_ENV_KEYS = (
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TMPDIR",
+    "XDG_RUNTIME_DIR",
+    "JMP_WARM_DIR",
+    "JMP_WARM_IDLE_S",
+)
+
+
+def pool_env(env: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    """The pool's own environment: an allowlist, so no key or setting of any kernel is in it
+    (each forked worker gets its kernel's environment in the Spawn request instead)."""
+    out = {k: env[k] for k in _POOL_ENV_KEYS if env.get(k)}
+    out["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    out |= {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "OPENHANDS_SUPPRESS_BANNER": "1"}
+    return out

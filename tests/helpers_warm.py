@@ -1,0 +1,122 @@
+"""A private warm pool for one test: its own runtime dir, killed (with nothing left) at the end."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+
+from protocol import pool as P
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def ask_status(directory: Path) -> P.State | None:
+    from workers.pool_cli import ask
+
+    state = ask(directory, P.Status(), timeout_s=5.0)
+    return state if isinstance(state, P.State) else None
+
+
+class PoolProc:
+    """`python -m workers.pool serve DIR` as a child of the test (not detached)."""
+
+    def __init__(self, directory: Path, preload: str = "none", root: Path = ROOT) -> None:
+        self.dir = directory
+        env = P.pool_env(os.environ) | {"PYTHONPATH": str(root)}
+        argv = P.serve_argv(sys.executable, directory, 600, preload)
+        self.proc = subprocess.Popen(argv, env=env, cwd=str(root), stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 100
+        while (state := ask_status(directory)) is None:  # the socket answers once imported
+            assert self.proc.poll() is None, f"pool exited {self.proc.returncode}"
+            assert time.monotonic() < deadline, "pool did not answer"
+            time.sleep(0.05)
+        self.state = state
+        self.pid = state.pid
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+    def log(self) -> str:
+        path = self.dir / "pool.log"
+        return path.read_text() if path.exists() else ""
+
+
+@contextlib.contextmanager
+def private_pool(preload: str = "none", root: Path = ROOT) -> Iterator[PoolProc]:
+    """A pool in a fresh 0700 dir, JMP_WARM=1 and JMP_WARM_DIR pointing at it meanwhile."""
+    directory = Path(tempfile.mkdtemp(prefix="jw", dir="/tmp"))
+    saved = {k: os.environ.get(k) for k in ("JMP_WARM", "JMP_WARM_DIR")}
+    pool = None
+    try:
+        pool = PoolProc(directory, preload, root)
+        os.environ |= {"JMP_WARM": "1", "JMP_WARM_DIR": str(directory)}
+        yield pool
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        if pool is not None:
+            pool.kill()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def children_of(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children()
+    except psutil.Error:
+        return []
+
+
+def gone(pids: list[int], timeout_s: float = 10.0) -> bool:
+    """True once none of `pids` runs (zombies count as gone); a liveness bound, not a speed test."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not [p for p in pids if _running(p)]:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _running(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def pool_pids(directory: Path) -> list[int]:
+    """Pids of jmp-warm-pool processes serving `directory` (by their title)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = [c for c in proc.info["cmdline"] or [] if c]
+        if cmd[:2] == [P.TITLE, str(directory)]:
+            found.append(proc.pid)
+    return found
+
+
+@contextlib.contextmanager
+def stop_pools_started(private: Path) -> Iterator[None]:
+    """Kill, at the end, every pool serving `private` or started meanwhile in the default dir."""
+    env = {k: v for k, v in os.environ.items() if k != "JMP_WARM_DIR"}
+    default = P.pool_dir(env, os.getuid())
+    before = set(pool_pids(default))
+    try:
+        yield
+    finally:
+        for pid in pool_pids(private) + [p for p in pool_pids(default) if p not in before]:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
