@@ -263,6 +263,7 @@ def test_the_preloaded_pool_forks_single_threaded() -> None:
     assert out.returncode == 0 and "single-threaded" in out.stdout, out.stderr[-2000:]
 
 
+@pytest.mark.timeout(300)  # a cold OpenHands import in the forked worker, on a shared machine
 def test_cli_tool_worker_forked_and_killed_mid_command_is_uncertain(jmp: Any) -> None:
     """The real CLI and tool worker, forked by a private pool: kill -9 mid-command."""
     from tests.helpers_e2e import finish, wait_for_line
@@ -271,7 +272,8 @@ def test_cli_tool_worker_forked_and_killed_mid_command_is_uncertain(jmp: Any) ->
     with private_pool() as pool:
         script_one_bash(jmp, "echo ran >> effect.txt; sleep 30.5432")
         proc = jmp.start("--workspace", str(jmp.workspace), "run the slow job")
-        lines = wait_for_line(proc, lambda line: line["kind"] == "tool_started")
+        lines = wait_for_line(proc, lambda line: line["kind"] in ("tool_started", "error"), 240)
+        assert lines[-1]["kind"] == "tool_started", lines[-1]
         while not processes_with("sleep 30.5432"):
             assert proc.poll() is None
         (worker,) = [p for p in processes_with("workers.tool") if p.ppid() == pool.pid]
