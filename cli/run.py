@@ -101,7 +101,9 @@ def run(options: Any, printer: Any) -> int:
     agent = None
     from kernel.supervision.waits import add_listener
 
-    forget_waits = add_listener(getattr(printer, "worker_wait", lambda *_: None))  # "starting tools…" in the live view
+    forget_waits = add_listener(
+        getattr(printer, "worker_wait", lambda *_: None)
+    )  # "starting tools…" in the live view
     try:
         models = Models(session, settings)
         tools = Tools(session.workspace, session.directory / "terminal", servers)

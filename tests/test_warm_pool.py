@@ -26,11 +26,18 @@ from kernel.supervision import pool_client
 from kernel.supervision.supervisor import Worker, WorkerDied
 from protocol import pool as P
 from protocol.messages import RunTool
-from tests.helpers_warm import ROOT, PoolProc, children_of, gone, private_pool
+from tests.helpers_warm import ROOT, children_of, gone, private_pool
+
+
+def holding(marker: str) -> list[psutil.Process]:
+    """Processes with `marker` as an argument (a `sleep MARKER` started by a worker)."""
+    return [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
 
 
 def fake(runtime: Path, **env: str) -> Worker:
-    worker = Worker("tool", runtime, env={"JMP_FAKE_MODE": "ok", **env}, module="tests.fakes.worker")
+    worker = Worker(
+        "tool", runtime, env={"JMP_FAKE_MODE": "ok", **env}, module="tests.fakes.worker"
+    )
     worker.start()
     return worker
 
@@ -72,13 +79,13 @@ def test_sigkill_of_a_forked_worker_mid_call_is_worker_exit_and_kills_its_shells
 
         thread = threading.Thread(target=call)
         thread.start()
-        while not [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]:
+        while not holding(marker):
             assert thread.is_alive()
         os.kill(worker.pid, signal.SIGKILL)
         thread.join(30)
         died = result["exc"]
         assert isinstance(died, WorkerDied) and died.signal == signal.SIGKILL
-        sleepers = [p.pid for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+        sleepers = [p.pid for p in holding(marker)]
         assert gone(sleepers, 5)  # the shell that left the group died with the tree
         assert not children_of(pool.pid)  # reaped by the pool once the kernel released it
 
@@ -109,9 +116,9 @@ def test_sigkill_of_the_kernel_leaves_no_forked_worker(short_tmp: Path) -> None:
         assert kernel.stdout is not None
         worker = int(kernel.stdout.readline())
         assert psutil.Process(worker).ppid() == pool.pid
-        while not [p for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]:
+        while not holding(marker):
             assert kernel.poll() is None
-        sleepers = [p.pid for p in psutil.process_iter(["cmdline"]) if marker in (p.info["cmdline"] or [])]
+        sleepers = [p.pid for p in holding(marker)]
         kernel.kill()
         kernel.wait()
         kernel.stdout.close()

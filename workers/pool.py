@@ -15,7 +15,6 @@ or a closed connection), so the worker's pid cannot be reused before then. It ex
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import selectors
 import signal
@@ -254,71 +253,6 @@ def read_frame(sock: socket.socket) -> tuple[P.AnyPoolMsg, list[int]]:
 def log(text: str) -> None:
     """The pool's log (its stderr, a file in its dir): pids and modules, never env or argv."""
     print(f"{time.strftime('%H:%M:%S')} pool {os.getpid()}: {text}", file=sys.stderr, flush=True)
-
-
-def serve(directory: Path, idle_s: float, kinds: list[str], detach: bool) -> int:
-    """Run the pool in `directory` (0700, ours) until idle, Stop or SIGTERM."""
-    if detach and os.fork() != 0:
-        os._exit(0)  # the launcher reaps this one; the pool is nobody's child but init's
-    with contextlib.suppress(OSError):
-        os.setsid()  # no terminal's Ctrl+C, no kernel's process group
-    problem = check_dir(directory)
-    if problem:
-        print(f"jmp-warm-pool: {problem}", file=sys.stderr)
-        return 2
-    lock = os.open(directory / "pool.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    if not take_lock(lock, LOCK_WAIT_S):
-        return 0  # another pool serves (or is starting in) this directory
-    logfd = os.open(directory / "pool.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    os.dup2(logfd, 1)
-    os.dup2(logfd, 2)
-    os.close(logfd)
-    pool_child.set_title(P.TITLE[:15], [P.TITLE, str(directory)])
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    pool = Pool(directory, idle_s, [])
-    pool.preloaded = pool_child.preload(kinds)
-    log(f"preloaded {pool.preloaded}; {pool_child.threads()} thread(s)")
-    path = directory / "pool.sock"
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()  # stale: we hold the lock, so no live pool owns it
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(path))
-    os.chmod(path, 0o600)
-    listener.listen(16)
-    (directory / "pool.pid").write_text(f"{os.getpid()}\n")
-    try:
-        pool.serve(listener)
-    finally:
-        with contextlib.suppress(OSError):
-            path.unlink()
-        with contextlib.suppress(OSError):
-            (directory / "pool.pid").unlink()
-        os._exit(0)  # no interpreter teardown of thousands of modules: the lock frees now
-
-
-def take_lock(fd: int, wait_s: float) -> bool:
-    """flock the pool lock; a pool being replaced gets `wait_s` to exit and let go."""
-    deadline = time.monotonic() + wait_s
-    while True:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return True
-        except BlockingIOError:
-            if time.monotonic() > deadline:
-                return False
-            time.sleep(0.1)  # a detached process polling a lock: nobody waits on it
-
-
-def check_dir(directory: Path) -> str:
-    """Create the runtime dir 0700; refuse one that is not ours, private and real."""
-    with contextlib.suppress(FileExistsError):
-        directory.mkdir(mode=0o700, parents=True)
-    st = os.lstat(directory)
-    if not os.path.isdir(directory) or os.path.islink(directory):
-        return f"{directory} is not a directory"
-    if st.st_uid != _SELF or st.st_mode & 0o077:
-        return f"{directory} must be owned by uid {_SELF} with mode 0700"
-    return ""
 
 
 def main(argv: list[str]) -> int:

@@ -10,8 +10,11 @@ serve   run the pool in the foreground (what `start` and kernels launch)
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -21,6 +24,8 @@ from pathlib import Path
 import msgspec
 
 from protocol import pool as P
+from workers import pool_child
+from workers.pool import _SELF, LOCK_WAIT_S, Pool, log
 
 START_WAIT_S = 300.0  # the first import of OpenHands on a busy machine
 
@@ -41,6 +46,71 @@ def ask(directory: Path, msg: P.AnyPoolMsg, timeout_s: float = 5.0) -> P.AnyPool
         return None
 
 
+def serve(directory: Path, idle_s: float, kinds: list[str], detach: bool) -> int:
+    """Run the pool in `directory` (0700, ours) until idle, Stop or SIGTERM."""
+    if detach and os.fork() != 0:
+        os._exit(0)  # the launcher reaps this one; the pool is nobody's child but init's
+    with contextlib.suppress(OSError):
+        os.setsid()  # no terminal's Ctrl+C, no kernel's process group
+    problem = check_dir(directory)
+    if problem:
+        print(f"jmp-warm-pool: {problem}", file=sys.stderr)
+        return 2
+    lock = os.open(directory / "pool.lock", os.O_RDWR | os.O_CREAT, 0o600)
+    if not take_lock(lock, LOCK_WAIT_S):
+        return 0  # another pool serves (or is starting in) this directory
+    logfd = os.open(directory / "pool.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.dup2(logfd, 1)
+    os.dup2(logfd, 2)
+    os.close(logfd)
+    pool_child.set_title(P.TITLE[:15], [P.TITLE, str(directory)])
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    pool = Pool(directory, idle_s, [])
+    pool.preloaded = pool_child.preload(kinds)
+    log(f"preloaded {pool.preloaded}; {pool_child.threads()} thread(s)")
+    path = directory / "pool.sock"
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()  # stale: we hold the lock, so no live pool owns it
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    os.chmod(path, 0o600)
+    listener.listen(16)
+    (directory / "pool.pid").write_text(f"{os.getpid()}\n")
+    try:
+        pool.serve(listener)
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        with contextlib.suppress(OSError):
+            (directory / "pool.pid").unlink()
+        os._exit(0)  # no interpreter teardown of thousands of modules: the lock frees now
+
+
+def take_lock(fd: int, wait_s: float) -> bool:
+    """flock the pool lock; a pool being replaced gets `wait_s` to exit and let go."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.1)  # a detached process polling a lock: nobody waits on it
+
+
+def check_dir(directory: Path) -> str:
+    """Create the runtime dir 0700; refuse one that is not ours, private and real."""
+    with contextlib.suppress(FileExistsError):
+        directory.mkdir(mode=0o700, parents=True)
+    st = os.lstat(directory)
+    if not os.path.isdir(directory) or os.path.islink(directory):
+        return f"{directory} is not a directory"
+    if st.st_uid != _SELF or st.st_mode & 0o077:
+        return f"{directory} must be owned by uid {_SELF} with mode 0700"
+    return ""
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m workers.pool",
@@ -57,8 +127,6 @@ def main(argv: list[str]) -> int:
     directory = Path(args.dir) if args.dir else P.pool_dir(os.environ, os.getuid())
     idle = args.idle if args.idle and args.idle > 0 else P.idle_timeout(os.environ)
     if args.command == "serve":
-        from workers.pool import serve
-
         kinds = [] if args.preload == "none" else args.preload.split(",")
         if args.preload == "all":
             kinds = ["tool", "router", "generator", "harness"]
