@@ -30,12 +30,14 @@ def ask_status(directory: Path) -> P.State | None:
 class PoolProc:
     """`python -m workers.pool serve DIR` as a child of the test (not detached)."""
 
-    def __init__(self, directory: Path, preload: str = "none", root: Path = ROOT) -> None:
+    def __init__(
+        self, directory: Path, preload: str = "none", root: Path = ROOT, ready_s: float = 100
+    ) -> None:
         self.dir = directory
         env = P.pool_env(os.environ) | {"PYTHONPATH": str(root)}
         argv = P.serve_argv(sys.executable, directory, 600, preload)
         self.proc = subprocess.Popen(argv, env=env, cwd=str(root), stdin=subprocess.DEVNULL)
-        deadline = time.monotonic() + 100
+        deadline = time.monotonic() + ready_s
         while (state := ask_status(directory)) is None:  # the socket answers once imported
             assert self.proc.poll() is None, f"pool exited {self.proc.returncode}"
             assert time.monotonic() < deadline, "pool did not answer"

@@ -26,7 +26,7 @@ from kernel.supervision import pool_client
 from kernel.supervision.supervisor import Worker, WorkerDied
 from protocol import pool as P
 from protocol.messages import RunTool
-from tests.helpers_warm import ROOT, children_of, gone, private_pool
+from tests.helpers_warm import ROOT, PoolProc, children_of, gone, private_pool
 
 
 def holding(marker: str) -> list[psutil.Process]:
@@ -137,6 +137,8 @@ def test_killing_the_pool_never_fails_a_worker(short_tmp: Path, when: str) -> No
             assert psutil.Process(worker.pid).ppid() == expected  # cold when the pool is gone
             if when == "after":
                 pool.kill()  # the worker keeps serving its kernel
+                again = PoolProc(pool.dir)  # the worker does not hold the pool's lock
+                again.kill()
             assert worker.request(RunTool(id="1", tool="echo", arguments={})).text == "{}"
             pid = worker.pid
             os.kill(pid, signal.SIGKILL)

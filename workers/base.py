@@ -92,7 +92,9 @@ def adopt_kernel(pidfd: int) -> None:
 def _pidfd_dead(pidfd: int) -> bool:
     import select
 
-    return bool(select.select([pidfd], [], [], 0)[0])
+    poller = select.poll()  # not select(2): an MCP-heavy worker may exceed FD_SETSIZE fds
+    poller.register(pidfd, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _watch_parent() -> Callable[[], bool]:

@@ -51,6 +51,7 @@ class Pool:
         self.exited: set[int] = set()  # pids that exited and wait for Release
         self.last_active = time.monotonic()
         self.running = True
+        self.private_fds: list[int] = []  # the lock: a worker holding it would block a new pool
 
     def serve(self, listener: socket.socket) -> None:
         self.listener = listener
@@ -180,7 +181,7 @@ class Pool:
         self.reply(conn, P.Spawned(pid=pid))
 
     def owned_fds(self) -> set[int]:
-        fds = {self.listener.fileno(), *self.conns, *self.children}
+        fds = {self.listener.fileno(), *self.conns, *self.children, *self.private_fds}
         fds |= {c.kernel_pidfd for c in self.conns.values()}
         if self.sel.__class__.__name__ == "EpollSelector":
             fds.add(self.sel.fileno())  # type: ignore[attr-defined]

@@ -66,6 +66,7 @@ def serve(directory: Path, idle_s: float, kinds: list[str], detach: bool) -> int
     pool_child.set_title(P.TITLE[:15], [P.TITLE, str(directory)])
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     pool = Pool(directory, idle_s, [])
+    pool.private_fds.append(lock)
     pool.preloaded = pool_child.preload(kinds)
     log(f"preloaded {pool.preloaded}; {pool_child.threads()} thread(s)")
     path = directory / "pool.sock"

@@ -31,6 +31,7 @@ EXIT_STATUS_WAIT_S = 2.0
 _notes: set[str] = set()
 _note_lock = threading.Lock()
 _fingerprint: str | None = None
+_launched = False  # this process already launched a pool
 
 
 def enabled() -> bool:
@@ -74,15 +75,13 @@ class WarmProc:
 
     def exited(self) -> bool:
         """Has the worker exited? (A zombie counts; the pool keeps it unreaped for us.)"""
-        if self.pidfd is None:
-            return True
-        return bool(select.select([self.pidfd], [], [], 0)[0])
+        return self.pidfd is None or _readable(self.pidfd, 0)
 
     def wait(self) -> int | None:
         """Block until it exited; its status like Popen.returncode, None if the pool is gone.
         Then let the pool reap it (the caller has already killed the tree)."""
         if self.pidfd is not None:
-            select.select([self.pidfd], [], [])
+            _readable(self.pidfd, None)
         code = self._status()
         with contextlib.suppress(OSError):
             self.conn.sendall(P.encode(P.Release()))
@@ -144,6 +143,13 @@ def spawn(argv: list[str], env: dict[str, str], out_fd: int, err_fd: int) -> War
     return None
 
 
+def _readable(fd: int, timeout_ms: int | None) -> bool:
+    """poll(2), not select(2): a kernel may hold more than FD_SETSIZE descriptors."""
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(timeout_ms))
+
+
 def read_frame(sock: socket.socket) -> P.AnyPoolMsg:
     head = _read_exactly(sock, 4)
     size = struct.unpack(">I", head)[0]
@@ -185,7 +191,12 @@ def check_dir(path: Path) -> str:
 def start(replace: bool = False) -> None:
     """Launch the pool detached unless one holds the lock; returns at once. With `replace`
     the new pool waits a little for the stopping one to let go of the lock."""
+    global _launched
     path = directory()
+    with _note_lock:
+        if _launched and not replace:
+            return  # the router, generator and tool threads all find no pool at once
+        _launched = True
     if check_dir(path) or (not replace and _locked(path)):
         return
     argv = [*P.serve_argv(sys.executable, path, P.idle_timeout(os.environ)), "--detach"]
