@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 import pytest
 
-from tests.harness.helpers import SCRIPTS, HarnessCli
+from tests.harness.helpers import JEV_KEY, SCRIPTS, HarnessCli
 from tests.harness.mcp_helpers import EXAMPLE, MARKER, Client, McpServer, workspace
 from tests.servers.jev import JevServer
 
@@ -171,6 +171,8 @@ def test_run_task_as_the_first_call_returns_the_receipt(cli: HarnessCli) -> None
     assert seen["again"]["status"] == "completed"
     assert [r["method"] for r in server.kinds("route")] == ["jev"] * 4
     assert len(server.kinds("final")) == 1
+    assert JEV_KEY not in server.stderr + json.dumps(seen)
+    assert JEV_KEY.encode() not in (cli.home / run["session_id"] / "events.jsonl").read_bytes()
 
 
 def test_delegate_is_an_unadvertised_alias_of_run_task(cli: HarnessCli) -> None:
