@@ -24,7 +24,9 @@ INPUTS = {"items": ["a", "b", "c"], "target": "b"}
 @pytest.fixture
 def cli(short_tmp: Path) -> Iterator[HarnessCli]:
     with JevServer() as jev:
-        yield HarnessCli(short_tmp, jev)
+        harness = HarnessCli(short_tmp, jev)
+        harness.extra_env["JMP_WARM"] = "0"  # these tests follow the server's own process tree
+        yield harness
 
 
 def family(pid: int) -> list[int]:
