@@ -94,7 +94,7 @@ def check(name: str, arguments: Any) -> dict[str, Any]:
 
     A missing `state_ref` becomes "" (which never matches, so the session refuses it as
     `stale_state` in its place in the precedence order); a missing `parents` or `parameters`
-    becomes {} (refused as `incomplete` by operate when the tool has parameters).
+    (or null) becomes {} (refused as `incomplete` by operate when the tool has parameters).
     """
     schema = SCHEMAS[name]
     if arguments is None:
@@ -111,7 +111,8 @@ def check(name: str, arguments: Any) -> dict[str, Any]:
         out["state_ref"] = _string(arguments, "state_ref", MAX_ID, required=False)
     for field in ("parents", "parameters"):
         if field in allowed:
-            out[field] = _ids(arguments.get(field, {}), field)
+            given = arguments.get(field)
+            out[field] = {} if given is None else _ids(given, field)
     return out
 
 

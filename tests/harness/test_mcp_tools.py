@@ -20,6 +20,11 @@ def test_missing_optional_parts_are_normalised() -> None:
     assert tools.check("operate", {"tool": "t"}) == {"tool": "t", "state_ref": "", "parameters": {}}
     assert tools.check("arguments", {"tool": "t", "state_ref": "r"})["parents"] == {}
     assert tools.check("observe", None) == {}
+    assert tools.check("arguments", {"tool": "t", "parents": None, "state_ref": None}) == {
+        "tool": "t",
+        "state_ref": "",
+        "parents": {},
+    }
 
 
 SECRET = "/home/u/.ssh/id_rsa-SECRET"
