@@ -176,3 +176,24 @@ def test_a_killed_harness_worker_is_uncertain_and_observe_still_answers(cli: Har
     kinds = [e["kind"] for e in server.events()]
     assert kinds[-3:] == ["tool_started", "tool_uncertain", "final"]
     assert server.kinds("tool_uncertain")[0]["cause"] == "worker_exit"
+
+
+def test_stdin_eof_during_run_task_cancels_the_run(cli: HarnessCli) -> None:
+    cli.jev.fault("delay", seconds=60)  # the first question hangs: the run is mid-decision
+    server = McpServer(cli, PICK, INPUTS)
+    pids: list[int] = []
+
+    async def main() -> None:
+        async with server.connect() as c, anyio.create_task_group() as tg:
+            tg.start_soon(c.call, "run_task")
+            await anyio.to_thread.run_sync(
+                wait_until, lambda: cli.jev.systemone_bodies(), 60, "the first Jev question"
+            )
+            pids.extend(family(server.served()[1]))
+            tg.cancel_scope.cancel()  # then leaving the client closes the server's stdin
+
+    anyio.run(main)
+    wait_until(lambda: not any(pid_running(p) for p in pids), 30, "every process to exit")
+    final = server.events()[-1]
+    assert final["kind"] == "final" and final["data"]["status"] == "cancelled"
+    assert server.kinds("tool_started") == []  # cancelled before anything was chosen
