@@ -120,7 +120,8 @@ def _named(flags: list[str]) -> str:
 def _validate_session(args: argparse.Namespace) -> None:
     home = sessions_home(args.sessions_dir)
     directory = home / args.session
-    if not is_session_id(args.session) or not (directory / "events.jsonl").is_file():
+    # lexists: a link or a FIFO there is a session that opening refuses with the reason.
+    if not is_session_id(args.session) or not os.path.lexists(directory / "events.jsonl"):
         raise SessionNotFound(f"no session {args.session!r} in {home} (see jmp --list)")
     if read_created_by(directory) == "jev-harness":
         raise UsageError(
@@ -186,6 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(printer or _printer(as_json), UsageError("interrupted"), session, "cancelled")
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else 0
+    except OSError as exc:  # the environment (storage, permissions), not a bug: say where
+        return _fail(printer or _printer(as_json), _environment(exc), session, "error")
     except Exception as exc:  # a bug: still exit 2 with a result line, never a bare traceback
         return _fail(printer or _printer(as_json), _internal(exc), session, "error")
 
@@ -199,6 +202,24 @@ def _internal(exc: Exception) -> JmpError:
 
         traceback.print_exc()
     return JmpError(Redactor().text(f"internal error: {type(exc).__name__}: {exc}"))
+
+
+def _environment(exc: OSError) -> JmpError:
+    """An OSError no store boundary named: what the system refused, and where."""
+    import errno
+
+    from kernel.store.redact import Redactor
+
+    if os.environ.get("JMP_DEBUG") == "1":
+        import traceback
+
+        traceback.print_exc()
+    where = " ".join(repr(os.fspath(f)) for f in (exc.filename, exc.filename2) if f is not None)
+    code = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
+    what = exc.strerror or str(exc)
+    return JmpError(
+        Redactor().text(f"environment error: {what} ({code})" + (f" at {where}" if where else ""))
+    )
 
 
 def _printer(as_json: bool) -> Printer:

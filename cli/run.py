@@ -44,7 +44,7 @@ def _admit(prompt: str, settings: Any) -> None:
 
 def _open(options: Any, printer: Any, settings: Any) -> tuple[Any, Any]:
     """Create or open the session; keys are checked before anything is created."""
-    from kernel.loop.agent import needs_models
+    from kernel.loop.agent import needs_models, read_only_error
     from kernel.store.session import Session, sessions_home
 
     home = sessions_home(options.sessions_dir)
@@ -63,6 +63,8 @@ def _open(options: Any, printer: Any, settings: Any) -> tuple[Any, Any]:
                 f"--workspace {options.workspace} differs"
             )
         servers = None
+        if session.read_only and (options.compact or needs_models(session, options.prompt, False)):
+            raise read_only_error(session)
         if needs_models(session, options.prompt, options.compact):
             settings.require_keys()
             servers = _servers(options)
@@ -89,9 +91,11 @@ def run(options: Any, printer: Any) -> int:
     from kernel.config.settings import Settings
     from kernel.loop.agent import Agent
     from kernel.supervision.models import Models
+    from kernel.supervision.runtime import clean_stale_runtime_dirs
     from kernel.supervision.tools import Tools
     from main import instructions
 
+    clean_stale_runtime_dirs()  # a killed kernel's sockets under /tmp (issue 9, item 19)
     settings = Settings.environment()
     session, servers = _open(options, printer, settings)
     if options.ack_interrupted:

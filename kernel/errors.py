@@ -43,3 +43,17 @@ class ContextOverflow(JmpError):
 
 class UnsupportedLogVersion(CorruptLog):
     """events.jsonl holds a record version this build does not read; nothing was written."""
+
+
+class StorageError(JmpError):
+    """The environment refused a file operation (read-only, full, unreadable, gone); names
+    the operation and the path."""
+
+
+class SessionRefused(JmpError):
+    """A session directory holds a symbolic link or a special file where jmp keeps its own
+    files; refused before anything is written."""
+
+
+class LogReplaced(StorageError):
+    """events.jsonl was replaced or removed under a running session; the run stops."""

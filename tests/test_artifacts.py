@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 import pytest
 
-from kernel.errors import ArtifactRefused
+from kernel.errors import ArtifactRefused, StorageError
 from kernel.store.artifacts import Artifacts
 from kernel.store.redact import Redactor
 from protocol.events import UserData
@@ -52,11 +53,12 @@ def test_a_taken_name_gets_a_counter_and_the_first_stays(artifacts):
 def test_writes_leave_no_temporary_files(artifacts, monkeypatch):
     artifacts.write_json("a.json", {"x": 1})
 
-    def fail(*args):
-        raise OSError("no space left")
+    def fail(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "replace", fail)
-    with pytest.raises(OSError, match="no space"):
+    # An environment error names the operation and the path (issue 9, item 15).
+    with pytest.raises(StorageError, match=r"cannot write the artifact .*b\.txt: No space.*ENOSPC"):
         artifacts.write_text("b.txt", "x")
     assert sorted(p.name for p in artifacts.directory.iterdir()) == ["a.json"]
 

@@ -64,8 +64,9 @@ def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text.replace("\r\n", "\n"))
 
 
-def confine(workspace: Path, raw: Any) -> str:
-    """The absolute, resolved form of `raw`; raises invalid_arguments outside the workspace."""
+def confine(workspace: Path, raw: Any, protected: tuple[Path, ...] = ()) -> str:
+    """The absolute, resolved form of `raw`; raises invalid_arguments outside the workspace
+    or inside a protected directory (jmp's own sessions: its log, lock and artifacts)."""
     if not isinstance(raw, str) or not raw.strip():
         raise RequestFailed("invalid_arguments", "path must be a non-empty string")
     path = Path(raw) if os.path.isabs(raw) else workspace / raw
@@ -74,7 +75,21 @@ def confine(workspace: Path, raw: Any) -> str:
         raise RequestFailed(
             "invalid_arguments", f"path {raw!r} is outside the workspace {workspace}"
         )
+    for home in protected:
+        if resolved == home or home in resolved.parents:
+            raise RequestFailed(
+                "invalid_arguments",
+                f"path {raw!r} is inside jmp's sessions directory {home}: the file tools never "
+                "read or change jmp's own log, lock or artifacts",
+            )
     return str(resolved)
+
+
+def protected_dirs(workspace: Path, given: list[str]) -> tuple[Path, ...]:
+    """The sessions directories to keep the file tools out of (resolved, links included);
+    one that holds the workspace itself cannot be kept out and is left alone."""
+    dirs = (Path(p).resolve() for p in given)
+    return tuple(d for d in dirs if d != workspace and d not in workspace.parents)
 
 
 class ToolWorker:
@@ -84,8 +99,10 @@ class ToolWorker:
         parser = argparse.ArgumentParser(prog="python -m workers.tool ENDPOINT")
         parser.add_argument("--workspace", default=os.getcwd())
         parser.add_argument("--terminal-dir", default=None)
+        parser.add_argument("--protect", action="append", default=[], metavar="DIR")
         args = parser.parse_args(argv)
         self.workspace = Path(args.workspace).resolve()
+        self.protected = protected_dirs(self.workspace, args.protect)
         self.terminal_dir = args.terminal_dir
         self.models: dict[str, Any] = {}
         self.specs: list[ToolSpec] = []
@@ -199,7 +216,7 @@ class ToolWorker:
             raise RequestFailed("invalid_arguments", f"{tool}: " + "; ".join(what))
         data = dict(arguments)
         if "path" in fields:
-            data["path"] = confine(self.workspace, arguments["path"])
+            data["path"] = confine(self.workspace, arguments["path"], self.protected)
         if fixed is not None:
             data["command"] = fixed
         try:

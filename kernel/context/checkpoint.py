@@ -16,6 +16,8 @@ import msgspec
 
 from kernel.context.render import archive_calls
 from kernel.context.state import MAX_SNAPSHOTS, State, fold
+from kernel.errors import JmpError
+from kernel.store.guard import read_nofollow, storage_error
 from protocol.events import CompactionData, Event
 
 CHECKPOINT_FORMAT = 1
@@ -64,17 +66,20 @@ def write_checkpoint(session_dir: str | os.PathLike[str], data: bytes, through: 
     """Write `context-<through>.json` atomically (temp file, fsync, rename); returns its name."""
     directory = Path(session_dir)
     name = f"context-{through}.json"
-    fd, tmp = tempfile.mkstemp(prefix=".context-", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, directory / name)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    _fsync_dir(directory)  # the rename itself must survive a crash
+        fd, tmp = tempfile.mkstemp(prefix=".context-", suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, directory / name)  # replaces a planted link, never follows it
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        _fsync_dir(directory)  # the rename itself must survive a crash
+    except OSError as exc:
+        raise storage_error("write the checkpoint", directory / name, exc) from None
     return name
 
 
@@ -95,8 +100,8 @@ def load_latest_checkpoint(session_dir: str | os.PathLike[str]) -> Checkpoint | 
         return None
     for _, path in sorted(names, reverse=True):
         try:
-            return decode_checkpoint(path.read_bytes())
-        except (OSError, ValueError):
+            return decode_checkpoint(read_nofollow(path))
+        except (OSError, ValueError, JmpError):
             continue
     return None
 

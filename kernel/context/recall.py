@@ -138,6 +138,11 @@ class RecallIndex:
         return False
 
     def _connect(self) -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            # SQLite follows links: a planted one would put the history outside the session
+            # (issue 9, item 8). Refused here; _ensure then deletes the link, never its target.
+            if os.path.islink(f"{self.path}{suffix}"):
+                raise OSError(f"{self.path}{suffix} is a symbolic link")
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             db.execute("PRAGMA journal_mode=WAL")
@@ -152,14 +157,14 @@ class RecallIndex:
             db.close()
             raise
         self._db = db
-        self._inode = os.stat(self.path).st_ino
+        self._inode = os.lstat(self.path).st_ino
         self._known = None
         self._answers = {}
         self.problem = ""
 
     def _same_file(self) -> bool:
         try:
-            return os.stat(self.path).st_ino == self._inode
+            return os.lstat(self.path).st_ino == self._inode
         except OSError:
             return False
 

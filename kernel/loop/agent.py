@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kernel.context.policy import ContextPolicy
-from kernel.errors import ContextOverflow, UsageError
+from kernel.errors import ContextOverflow, StorageError, UsageError
 from kernel.loop import admit, prompts
 from kernel.loop.steps import StepOutcome, Stop, ToolStep
 from kernel.store import pending
@@ -138,6 +138,10 @@ class Agent:
         self, prompt: str | None = None, compact: bool = False, acknowledge_pending: bool = False
     ) -> dict[str, Any]:
         """Run until a final status; returns {session_id, status, summary, session_dir}."""
+        events = self.session.events
+        replays = prompt is None and not compact and saved_answer(events) is not None
+        if self.session.read_only and not (replays and not pending.unsettled(events)):
+            raise read_only_error(self.session)
         if compact:
             if prompt is not None:
                 raise UsageError("--compact takes no prompt")
@@ -396,6 +400,14 @@ class Agent:
 
         written = compact(self.session, self.policy)
         return f"Compacted locally: {len(written)} checkpoint(s), no model call."
+
+
+def read_only_error(session: Session) -> StorageError:
+    """Only the replay of a completed answer works on storage that refuses writes."""
+    return StorageError(
+        f"the session directory {session.directory} is read-only (or not writable by this "
+        "user): only the replay of a completed answer works here; nothing was written"
+    )
 
 
 def _uncertain_note(acknowledged: bool) -> str:

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-import tempfile
 import threading
+import uuid
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ import msgspec
 
 from kernel.errors import ArtifactRefused
 from kernel.store.event_log import write_all
+from kernel.store.guard import NOFOLLOW, open_nofollow, read_nofollow, storage_error
 from kernel.store.redact import Redactor
 from protocol.text import scrubbed, shown_name
 
@@ -31,6 +33,29 @@ class Artifacts:
         self.directory = self.root / "artifacts"
         self.redactor = redactor
         self._texts = TextCache(CACHE_CHARS, CACHE_ENTRY_CHARS)
+        # Held open from the start: writes go to this directory even if a link replaces it.
+        self._dir_fd: int | None = None
+        if os.path.lexists(self.directory):
+            self._dir_fd = self._open_dir()
+
+    def _open_dir(self) -> int:
+        try:
+            return open_nofollow(self.directory, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise storage_error("open the artifacts directory", self.directory, exc) from None
+
+    def _dir(self) -> int:
+        if self._dir_fd is None:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(self.directory, 0o755)
+            self._dir_fd = self._open_dir()
+        return self._dir_fd
+
+    def close(self) -> None:
+        """Release the directory handle; idempotent (a later write opens it again)."""
+        fd, self._dir_fd = self._dir_fd, None
+        if fd is not None:
+            os.close(fd)
 
     def write_json(self, name: str, obj: Any, *, durable: bool = True) -> str:
         """Store obj as indented JSON; returns the relative path; durable=False skips the fsync."""
@@ -51,22 +76,31 @@ class Artifacts:
         return rel
 
     def _write(self, name: str, data: bytes, durable: bool) -> str:
-        target = self.directory / _free_name(self.directory, name)
+        try:
+            return self._write_at(self._dir(), name, data, durable)
+        except OSError as exc:
+            raise storage_error("write the artifact", self.directory / name, exc) from None
+
+    def _write_at(self, dfd: int, name: str, data: bytes, durable: bool) -> str:
+        target = _free_name(dfd, name)
         # Temp file (+ fsync) + rename: a reader (or a crash) sees the whole file or none of it.
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-")
+        # Relative to the held directory and never through a link (issue 9, item 8).
+        tmp = f".tmp-{uuid.uuid4().hex}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o600, dir_fd=dfd)
         try:
             write_all(fd, data)
             if durable:
                 os.fsync(fd)
             os.close(fd)
             fd = -1
-            os.replace(tmp, target)
+            os.replace(tmp, target, src_dir_fd=dfd, dst_dir_fd=dfd)
         except BaseException:
             if fd >= 0:
                 os.close(fd)
-            Path(tmp).unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=dfd)
             raise
-        return target.relative_to(self.root).as_posix()
+        return f"artifacts/{target}"
 
     def path(self, rel: str) -> Path:
         """The resolved path of rel inside the session directory, or ArtifactRefused."""
@@ -85,7 +119,7 @@ class Artifacts:
         if cached is not None:
             return cached
         path = self.path(rel)
-        text = path.read_text("utf-8", "replace")
+        text = as_read(self._read(path))
         # Only plain files under artifacts/: jmp never replaces those (a fresh name per write);
         # other files (the log) and links are read afresh every time.
         if rel == f"artifacts/{path.name}" and path.parent.name == "artifacts":
@@ -94,19 +128,33 @@ class Artifacts:
 
     def read_json(self, rel: str) -> Any:
         """The decoded JSON of an artifact inside the session directory."""
-        return msgspec.json.decode(self.path(rel).read_bytes())
+        return msgspec.json.decode(self._read(self.path(rel)))
+
+    def _read(self, path: Path) -> bytes:
+        try:
+            return read_nofollow(path)
+        except OSError as exc:
+            raise storage_error("read the artifact", path, exc) from None
 
 
-def _free_name(directory: Path, name: str) -> str:
+def _free_name(dfd: int, name: str) -> str:
     """name, or name with a counter: an artifact that an event points at is never replaced."""
     if not _NAME.fullmatch(name):
         raise ArtifactRefused(f"artifact name {name!r} must be one plain file name")
     stem, dot, ext = name.rpartition(".") if "." in name else (name, "", "")
     candidate, n = name, 1
-    while (directory / candidate).exists():
+    while _taken(dfd, candidate):
         n += 1
         candidate = f"{stem}-{n}{dot}{ext}"
     return candidate
+
+
+def _taken(dfd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def as_read(data: bytes) -> str:

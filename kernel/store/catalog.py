@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -74,12 +75,13 @@ class SessionInfo:
 def list_sessions(home: Path) -> list[SessionInfo]:
     """Every session under home, most recent activity first; unreadable ones say so."""
     try:
-        entries = [e.path for e in os.scandir(home) if SESSION_ID.fullmatch(e.name)]
+        entries = [e for e in os.scandir(home) if SESSION_ID.fullmatch(e.name)]
     except (FileNotFoundError, NotADirectoryError):
         return []
     infos = []
-    for path in entries:
-        info = read_info(path)
+    for entry in entries:
+        # A session directory that is a link is refused on open: listed as unreadable.
+        info = _unreadable(entry.name) if entry.is_symlink() else read_info(entry.path)
         if info is not None:
             infos.append(info)
     infos.sort(key=lambda i: i.last_activity or 0.0, reverse=True)
@@ -92,30 +94,49 @@ def read_info(directory: str | os.PathLike[str]) -> SessionInfo | None:
     directory = os.fspath(directory)
     session_id = os.path.basename(directory)
     try:
-        fd = os.open(os.path.join(directory, "events.jsonl"), os.O_RDONLY | os.O_CLOEXEC)
+        fd = open_log(directory)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except OSError:
-        return SessionInfo(session_id, "", "unreadable", None, 0, "")
+    except (OSError, ValueError):  # a link, a FIFO, a device: damaged, never followed
+        return _unreadable(session_id)
     try:
         return _summarize(session_id, fd)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return SessionInfo(session_id, "", "unreadable", None, 0, "")
+        return _unreadable(session_id)
     finally:
         os.close(fd)
 
 
+def _unreadable(session_id: str) -> SessionInfo:
+    return SessionInfo(session_id, "", "unreadable", None, 0, "")
+
+
+def open_log(directory: str | os.PathLike[str]) -> int:
+    """A read descriptor of DIRECTORY/events.jsonl; a link or a non-regular file (a FIFO would
+    block a plain open forever) raises, nothing is followed (issue 9, items 8 and 11)."""
+    path = os.path.join(directory, "events.jsonl")
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ValueError(f"{path} is not a regular file")
+    return fd
+
+
+def _first_record(directory: Path) -> dict[str, Any]:
+    fd = open_log(directory)
+    with os.fdopen(fd, "rb") as f:
+        return _loads(f.readline())
+
+
 def read_workspace(directory: Path) -> str:
     """The workspace the session is bound to, from its first record."""
-    with open(directory / "events.jsonl", "rb") as f:
-        return str(json.loads(f.readline())["data"]["workspace"])
+    return str(_first_record(directory)["data"]["workspace"])
 
 
 def read_created_by(directory: Path) -> str:
     """Which front end created the session ("jmp", "jev-harness"); "jmp" when unreadable."""
     try:
-        with open(directory / "events.jsonl", "rb") as f:
-            return str(json.loads(f.readline())["data"].get("created_by") or "jmp")
+        return str(_first_record(directory)["data"].get("created_by") or "jmp")
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return "jmp"
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 import time
 from pathlib import Path
 
-from kernel.errors import CorruptLog, UnsupportedLogVersion
+from kernel.errors import CorruptLog, LogReplaced, StorageError, UnsupportedLogVersion
+from kernel.store.guard import open_nofollow, storage_error
 from protocol.codec import MalformedRecord, UnsupportedVersion, decode_event, encode_event
 from protocol.events import Event
 
@@ -82,24 +85,55 @@ class TornTail:
 
 
 class EventLog:
-    """One session's append-only log. Call load() under the session lock before append()."""
+    """One session's append-only log. Call load() (or create()) under the session lock.
+
+    The descriptor opened by load()/create() is the only one ever written. Before each append
+    it is compared with the path (device, inode, link count): a log that was replaced, moved or
+    removed under the session raises LogReplaced instead of writing into a file nobody reads.
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.torn: TornTail | None = None
         self._fd: int | None = None
+        self._read_only = False
 
-    def load(self, session_id: str | None = None) -> list[Event]:
+    def create(self, first: Event) -> None:
+        """Create the log (it must not exist) holding `first`, fsynced."""
+        self._open_for_append(os.O_EXCL)
+        self.append(first, durable=True)
+
+    def _open_for_append(self, extra: int = 0) -> None:
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | extra
+        try:
+            self._fd = open_nofollow(self.path, flags)
+        except OSError as exc:
+            raise storage_error("open the event log", self.path, exc) from None
+
+    def load(self, session_id: str | None = None, writable: bool = True) -> list[Event]:
         """Read all events; a torn tail is archived beside the log and cut (see `torn`).
 
         A corrupt complete line (or, given session_id, a log that is not that session's)
-        raises CorruptLog and leaves the file byte-for-byte unchanged.
+        raises CorruptLog and leaves the file byte-for-byte unchanged. With writable False
+        (read-only storage) nothing is changed: a torn tail is only left out.
         """
-        buf = self.path.read_bytes()
+        flags = (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY
+        try:
+            fd = open_nofollow(self.path, flags | os.O_NONBLOCK)
+        except OSError as exc:
+            raise storage_error("open the event log", self.path, exc) from None
+        self.close()
+        self._fd, self._read_only = fd, not writable
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise CorruptLog(f"{self.path} is not a regular file; nothing was written")
+            buf = _read_all(fd)
+        except OSError as exc:
+            raise storage_error("read the event log", self.path, exc) from None
         events, end = parse_log(buf, self.path.name)
         if session_id is not None:
             check_session(events, session_id, self.path.name)
-        if end < len(buf):
+        if end < len(buf) and writable:
             self.torn = self._cut_tail(buf[end:], end)
         return events
 
@@ -107,22 +141,47 @@ class EventLog:
         # Archive first and make it durable, so the torn bytes exist somewhere at every instant.
         stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{time.time_ns() % 1_000_000_000:09d}"
         archive = self.path.with_name(f"{self.path.name}.torn-{stamp}")
-        _write_durable(archive, tail)
-        fd = os.open(self.path, os.O_WRONLY | os.O_CLOEXEC)
+        assert self._fd is not None
         try:
-            os.ftruncate(fd, end)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            _write_durable(archive, tail)
+            os.ftruncate(self._fd, end)
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise storage_error("archive the torn last line of", self.path, exc) from None
         return TornTail(archive, len(tail))
 
     def append(self, event: Event, durable: bool = False) -> None:
-        """Write one full line with O_APPEND; fsync when durable (then it survives power loss)."""
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC)
-        write_all(self._fd, encode_event(event) + b"\n")
-        if durable:
-            os.fsync(self._fd)
+        """Write one full line with O_APPEND; fsync when durable (then it survives power loss).
+
+        A failed write (a full disk) is cut back, so the log never keeps half a line.
+        """
+        if self._fd is None and not self._read_only:
+            self._open_for_append()
+        if self._fd is None or self._read_only:
+            raise StorageError(f"cannot append to {self.path}: the session is open read-only")
+        size = self._check_same()
+        try:
+            write_all(self._fd, encode_event(event) + b"\n")
+            if durable:
+                os.fsync(self._fd)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, size)
+            raise storage_error(f"append the {event.kind} record to", self.path, exc) from None
+
+    def _check_same(self) -> int:
+        """The open log's size, after checking it is still the file at `path`."""
+        assert self._fd is not None
+        held = os.fstat(self._fd)
+        try:
+            now = os.lstat(self.path)
+        except FileNotFoundError:
+            now = None
+        if held.st_nlink == 0 or now is None:
+            raise LogReplaced(f"{self.path} was removed while the session ran; {_STOPPED}")
+        if (now.st_dev, now.st_ino) != (held.st_dev, held.st_ino):
+            raise LogReplaced(f"{self.path} was replaced while the session ran; {_STOPPED}")
+        return held.st_size
 
     def close(self) -> None:
         """Close the append handle; idempotent."""
@@ -131,8 +190,21 @@ class EventLog:
             os.close(fd)
 
 
+_STOPPED = (
+    "the run stopped rather than write into a file nobody reads (a tool or a shell command "
+    "changed jmp's own log); nothing more was written"
+)
+
+
+def _read_all(fd: int) -> bytes:
+    chunks = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _write_durable(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         write_all(fd, data)
         os.fsync(fd)

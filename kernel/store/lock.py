@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import os
 from pathlib import Path
 from types import TracebackType
 
 from kernel.errors import SessionLocked
+from kernel.store.guard import open_nofollow, storage_error
+
+# The storage refuses writes: the lock cannot be created or written (a read-only replay).
+READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
 
 
 class SessionLock:
@@ -17,19 +22,31 @@ class SessionLock:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._fd: int | None = None
+        self.read_only = False  # taken on read-only storage: nothing may be written
 
     @property
     def held(self) -> bool:
         return self._fd is not None
 
-    def acquire(self) -> SessionLock:
-        """Take the lock now or raise SessionLocked naming the holder's pid."""
+    def acquire(self, allow_read_only: bool = False) -> SessionLock:
+        """Take the lock now or raise SessionLocked naming the holder's pid.
+
+        With allow_read_only, storage that refuses writes (EROFS, EACCES) gives a read-only
+        hold instead of an error: the existing lock file opened for reading (so a live writer
+        is still refused), or no file at all when none exists; `read_only` is then True.
+        """
         if self._fd is not None:
             return self
         # O_CLOEXEC: worker subprocesses must not inherit (and so outlive us holding) the lock.
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:
+            if not (allow_read_only and exc.errno in READ_ONLY_ERRNOS):
+                raise storage_error("create the session lock", self.path, exc) from None
+            fd = self._open_read_only()
+        try:
+            # Read-only holders share: replays may run side by side, never beside a writer.
+            fcntl.flock(fd, (fcntl.LOCK_SH if self.read_only else fcntl.LOCK_EX) | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = _read_pid(fd)
             os.close(fd)
@@ -41,18 +58,34 @@ class SessionLock:
         except BaseException:
             os.close(fd)
             raise
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        if not self.read_only:
+            try:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            except OSError as exc:
+                os.close(fd)
+                raise storage_error("write the session lock", self.path, exc) from None
         self._fd = fd
         return self
+
+    def _open_read_only(self) -> int:
+        self.read_only = True
+        try:
+            return open_nofollow(self.path, os.O_RDONLY | os.O_NONBLOCK)
+        except FileNotFoundError:
+            # Nothing can be written here, by us or (same storage) by another writer.
+            return open_nofollow(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError as exc:
+            raise storage_error("open the session lock", self.path, exc) from None
 
     def release(self) -> None:
         """Free the lock; idempotent. The kernel dying frees it too (flock)."""
         fd, self._fd = self._fd, None
         if fd is None:
             return
-        with contextlib.suppress(OSError):
-            os.ftruncate(fd, 0)  # so nobody reads a stale holder pid
+        if not self.read_only:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)  # so nobody reads a stale holder pid
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import sys
 import threading
@@ -18,6 +19,7 @@ from kernel.errors import SessionNotFound
 from kernel.store.artifacts import Artifacts
 from kernel.store.catalog import SessionInfo, is_session_id, list_sessions, sessions_home, status_of
 from kernel.store.event_log import EventLog, fsync_dir
+from kernel.store.guard import check_session_dir, storage_error
 from kernel.store.lock import SessionLock
 from kernel.store.redact import Redactor
 from kernel.store.workspace import check_workspace
@@ -69,14 +71,18 @@ class Session:
         """A new locked session bound to workspace; on failure nothing is left behind."""
         workspace = check_workspace(workspace)  # root, system dirs, non-UTF-8: refused
         home = Path(home).absolute()
-        home.mkdir(parents=True, exist_ok=True)
+        try:
+            home.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise storage_error("create the sessions directory", home, exc) from None
         session_id = uuid.uuid4().hex
         # Built under a hidden name and renamed: a crash never leaves a half session in the list.
         staging = home / f".new-{session_id}"
         lock = SessionLock(staging / "lock")
+        log = EventLog(staging / LOG)
+        final = home / session_id
         try:
-            for sub in ("artifacts", "terminal"):
-                (staging / sub).mkdir(parents=True)
+            _make_dirs(staging)
             lock.acquire()
             first = make_event(
                 session_id,
@@ -84,20 +90,20 @@ class Session:
                 time.time(),
                 SessionData(session_id=session_id, workspace=str(workspace), created_by=created_by),
             )
-            log = EventLog(staging / LOG)
-            log.append(first, durable=True)
-            log.close()
-            final = home / session_id
-            staging.rename(final)
-            fsync_dir(home)
+            log.create(first)
+            try:
+                staging.rename(final)
+                fsync_dir(home)
+            except OSError as exc:
+                raise storage_error("create the session directory", final, exc) from None
         except BaseException:
+            log.close()
             lock.release()
             shutil.rmtree(staging, ignore_errors=True)
             raise
-        lock.path = final / "lock"  # flock follows the inode through the rename
-        session = cls(
-            home, final, lock, EventLog(final / LOG), [first], Redactor(tuple(secrets)), on_event
-        )
+        # flock and the log's descriptor follow their inodes through the rename
+        lock.path, log.path = final / "lock", final / LOG
+        session = cls(home, final, lock, log, [first], Redactor(tuple(secrets)), on_event)
         session._notify(first)
         return session
 
@@ -109,16 +115,23 @@ class Session:
         on_event: EventCallback | None = None,
         secrets: Iterable[str] = (),
     ) -> Session:
-        """Lock and load an existing session; a torn last line is archived and reported."""
+        """Lock and load an existing session; a torn last line is archived and reported.
+
+        A directory holding links or special files is refused before anything is written
+        (SessionRefused). On storage that refuses writes the session opens read-only
+        (`read_only`): it can be read and replayed, and any append is a StorageError.
+        """
         home = Path(home).absolute()
         if not cls.exists(home, session_id):
             raise SessionNotFound(f"no session {session_id!r} in {home}")
         directory = home / session_id
-        lock = SessionLock(directory / "lock").acquire()
+        check_session_dir(directory)
+        lock = SessionLock(directory / "lock").acquire(allow_read_only=True)
+        log = EventLog(directory / LOG)
         try:
-            log = EventLog(directory / LOG)
-            events = log.load(session_id)
+            events = log.load(session_id, writable=not lock.read_only)
         except BaseException:
+            log.close()
             lock.release()
             raise
         session = cls(home, directory, lock, log, events, Redactor(tuple(secrets)), on_event)
@@ -131,8 +144,14 @@ class Session:
 
     @staticmethod
     def exists(home: Path, session_id: str) -> bool:
-        """Whether home holds a session with this id (no lock taken)."""
-        return is_session_id(session_id) and (Path(home) / session_id / LOG).is_file()
+        """Whether home holds a session with this id (no lock taken, no link followed: a link
+        or a special file there exists, and opening it is refused with the reason)."""
+        return is_session_id(session_id) and os.path.lexists(Path(home) / session_id / LOG)
+
+    @property
+    def read_only(self) -> bool:
+        """Opened on storage that refuses writes: readable and replayable, never appended."""
+        return self._lock.read_only
 
     @property
     def status(self) -> str:
@@ -179,8 +198,9 @@ class Session:
             print(f"jmp: event subscriber failed on {event.kind}: {message}", file=sys.stderr)
 
     def close(self) -> None:
-        """Close the log and release the lock; idempotent."""
+        """Close the log, the artifacts and the lock; idempotent."""
         self._log.close()
+        self.artifacts.close()
         self._lock.release()
 
     def __enter__(self) -> Session:
@@ -197,3 +217,11 @@ class Session:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
+
+
+def _make_dirs(staging: Path) -> None:
+    try:
+        for sub in ("artifacts", "terminal"):
+            (staging / sub).mkdir(parents=True)
+    except OSError as exc:
+        raise storage_error("create the session directory", staging, exc) from None

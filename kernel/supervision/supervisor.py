@@ -11,7 +11,6 @@ import logging
 import os
 import signal
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -21,6 +20,7 @@ from typing import Any
 
 from kernel.errors import JmpError
 from kernel.supervision.proctree import TOKEN_ENV
+from kernel.supervision.runtime import make_runtime_dir
 from kernel.supervision.waits import waiting
 from kernel.supervision.wire import Death, WireThread
 from protocol.messages import Cancel, Failed, ModelUsage, Progress, Ready, Shutdown
@@ -68,11 +68,6 @@ def _signame(sig: int) -> str:
         return signal.Signals(sig).name
     except ValueError:
         return f"signal {sig}"
-
-
-def make_runtime_dir() -> Path:
-    """A fresh private (0700) directory with a short path, for ipc:// sockets."""
-    return Path(tempfile.mkdtemp(prefix="jmp-", dir="/tmp"))
 
 
 class Worker:

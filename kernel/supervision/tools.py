@@ -37,10 +37,17 @@ class Tools:
     """Tool worker owner. Not thread-safe: one caller at a time, like the agent loop."""
 
     def __init__(
-        self, workspace: Path | str, terminal_dir: Path | str, servers: Servers | None = None
+        self,
+        workspace: Path | str,
+        terminal_dir: Path | str,
+        servers: Servers | None = None,
+        sessions_dir: Path | str | None = None,
     ) -> None:
         self.workspace = Path(workspace).resolve()
         self.terminal_dir = Path(terminal_dir)
+        # SESSIONS/ID/terminal: the file tools stay out of SESSIONS (issue 9, item 7). The
+        # shell cannot be kept out (see README: bash is an unconfined shell).
+        self.sessions_dir = Path(sessions_dir or self.terminal_dir.parent.parent)
         self.servers = servers
         self.failed_servers: dict[str, str] = {}
         self._worker: Worker | None = None
@@ -72,7 +79,16 @@ class Tools:
         return self._redactor.text(text)
 
     def _argv(self) -> list[str]:
-        return ["--workspace", str(self.workspace), "--terminal-dir", str(self.terminal_dir)]
+        return [
+            "--workspace",
+            str(self.workspace),
+            "--terminal-dir",
+            str(self.terminal_dir),
+            "--protect",
+            str(self.sessions_dir),
+            "--protect",
+            str(self.terminal_dir.parent),
+        ]
 
     def _env(self) -> dict[str, str | None]:
         # Model keys stay out of the tool worker: its shells run whatever the model asked for.
