@@ -9,55 +9,20 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.helpers_e2e import Jmp
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
+from tests.helpers_store import copied, make_template
 
-
-@pytest.fixture(scope="module")
-def template() -> Iterator[Path]:
-    """One completed session made through the CLI, copied by the tests that only need one."""
-    tmp = Path(tempfile.mkdtemp(prefix="jt", dir="/tmp"))
-    try:
-        with JevServer() as jev, FlashServer() as flash:
-            made = Jmp(tmp, jev, flash)
-            sid = completed_session(made)
-        yield made.home / sid
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def copied(jmp: Jmp, template: Path) -> str:
-    """The template session, copied into this test's sessions dir and bound to this test's
-    workspace; returns its id."""
-    jmp.home.mkdir(parents=True, exist_ok=True)
-    target = jmp.home / template.name
-    shutil.copytree(template, target, symlinks=True)
-    log = target / "events.jsonl"
-    bound = json.loads(log.read_bytes().splitlines()[0])["data"]["workspace"]
-    log.write_text(log.read_text().replace(json.dumps(bound), json.dumps(str(jmp.workspace))))
-    return template.name
+template = pytest.fixture(scope="module")(make_template)
 
 
 def inside_workspace(jmp: Jmp) -> Jmp:
     """Keep sessions at WORKSPACE/.jmp/sessions, like `jmp` run from its own checkout."""
     jmp.home = jmp.workspace / ".jmp" / "sessions"
     return jmp
-
-
-def completed_session(jmp: Jmp) -> str:
-    jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
-    jmp.flash.queue([{"text": "first answer"}])
-    out = jmp.task("say hello")
-    assert out.code == 0, out.stderr
-    return str(out.result["session_id"])
 
 
 def check_log(path: Path) -> list[dict]:

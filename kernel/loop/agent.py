@@ -155,6 +155,11 @@ class Agent:
         else:
             prompt = admit.clean(prompt)
             admit.check(self.policy, self.session.events, prompt)  # before anything is written
+        if not self.session.workspace.is_dir():
+            raise StorageError(
+                f"the workspace {self.session.workspace} of session {self.session.id} does not "
+                "exist any more (deleted or moved); nothing was run or recorded"
+            )
         result = self._run(prompt, acknowledge_pending)
         self._compact_if_long()
         return self._result(result.status, result.summary)
