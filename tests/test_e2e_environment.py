@@ -129,6 +129,18 @@ def test_a_deleted_workspace_is_named(jmp: Jmp, template: Path) -> None:
     assert str(jmp.workspace) in summary, summary
 
 
+def processes_of(jmp: Jmp) -> set[int]:
+    """The pids running with this test's sessions dir (kernel and workers, cold or warm)."""
+    found = set()
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("JMP_SESSIONS_DIR") == str(jmp.home):
+                found.add(proc.pid)
+        except psutil.Error:
+            continue
+    return found
+
+
 def runtime_dirs_of(pids: set[int]) -> set[Path]:
     """The ipc:// runtime dirs named on the command lines of these worker processes."""
     found = set()
@@ -150,9 +162,7 @@ def test_runtime_dirs_of_a_killed_kernel_are_removed_on_the_next_start(
     jmp.flash.queue([{"tool_call": {"arguments": {"command": "sleep 60.5151"}}}])
     proc = jmp.start("--session", sid, "run the slow job")
     wait_for_line(proc, lambda line: line["kind"] == "tool_started", timeout=240)
-    kernel = psutil.Process(proc.pid)
-    workers = {c.pid for c in kernel.children(recursive=True)}
-    left = runtime_dirs_of(workers)
+    left = runtime_dirs_of(processes_of(jmp))
     assert left and all(d.is_dir() for d in left)
     kill_group(proc)
     # Another user's dir and a live kernel's dir (this test process) are never touched.
