@@ -31,11 +31,16 @@ class PoolProc:
     """`python -m workers.pool serve DIR` as a child of the test (not detached)."""
 
     def __init__(
-        self, directory: Path, preload: str = "none", root: Path = ROOT, ready_s: float = 100
+        self,
+        directory: Path,
+        preload: str = "none",
+        root: Path = ROOT,
+        ready_s: float = 100,
+        idle_s: float = 600,
     ) -> None:
         self.dir = directory
         env = P.pool_env(os.environ) | {"PYTHONPATH": str(root)}
-        argv = P.serve_argv(sys.executable, directory, 600, preload)
+        argv = P.serve_argv(sys.executable, directory, idle_s, preload)
         self.proc = subprocess.Popen(argv, env=env, cwd=str(root), stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + ready_s
         while (state := ask_status(directory)) is None:  # the socket answers once imported

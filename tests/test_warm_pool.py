@@ -294,3 +294,13 @@ def test_cli_tool_worker_forked_and_killed_mid_command_is_uncertain(jmp: Any) ->
         assert not wait_gone("sleep 30.5432")
         assert not children_of(pool.pid)
         assert len(uncertain(jmp.log(lines[0]["session_id"]))) == 1
+
+
+def test_an_idle_pool_exits_by_itself(tmp_path: Path) -> None:
+    pool = PoolProc(tmp_path / "pool", idle_s=1)
+    try:
+        assert pool.proc.wait(60) == 0
+        assert not (tmp_path / "pool" / "pool.sock").exists()
+        assert "idle timeout" in pool.log()
+    finally:
+        pool.kill()
