@@ -68,7 +68,8 @@ def _one(tmp: Path, jev: JevServer, flash: FlashServer, env: dict[str, str]) -> 
     finally:
         recorder.add = original  # type: ignore[method-assign]
     if proc.returncode != 0:
-        raise RuntimeError(f"jmp exited {proc.returncode}: {proc.stderr[-2000:]}")
+        errors = [line for line in proc.stdout.splitlines() if '"error"' in line][-3:]
+        raise RuntimeError(f"jmp exited {proc.returncode}: {errors} {proc.stderr[-2000:]}")
     effect = float((jmp.workspace / "t.txt").read_text())
     return {"jev": first[0] - start, "effect": effect - start, "exit": end - start}
 

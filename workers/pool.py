@@ -160,6 +160,7 @@ class Pool:
         sys.stdout.flush()
         sys.stderr.flush()
         keep = self.owned_fds()
+        pool_child.freeze()  # what the pool allocated since: not the child's to collect
         pid = os.fork()
         if pid == 0:
             keep.discard(conn.kernel_pidfd)

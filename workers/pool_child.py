@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import gc
 import importlib
 import os
 import runpy
@@ -59,6 +60,17 @@ def preload(kinds: list[str]) -> list[str]:
     if quiet:
         os.environ.pop("LOG_LEVEL", None)
     return loaded
+
+
+def freeze() -> None:
+    """Move every object into the GC's permanent generation before forking.
+
+    A forked worker inherits the whole preloaded heap (every SDK of every kind); without this
+    its first full collection walks millions of inherited objects holding the GIL (seconds on
+    a busy machine: long enough to miss heartbeats) and touches, so copies, every page.
+    """
+    gc.collect()
+    gc.freeze()
 
 
 def threads() -> int:

@@ -68,6 +68,7 @@ def serve(directory: Path, idle_s: float, kinds: list[str], detach: bool) -> int
     pool = Pool(directory, idle_s, [])
     pool.private_fds.append(lock)
     pool.preloaded = pool_child.preload(kinds)
+    pool_child.freeze()
     log(f"preloaded {pool.preloaded}; {pool_child.threads()} thread(s)")
     path = directory / "pool.sock"
     with contextlib.suppress(FileNotFoundError):
