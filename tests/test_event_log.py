@@ -164,3 +164,58 @@ def test_another_sessions_log_is_refused_before_any_recovery(session_dir, short_
         Session.open(other.parent, other.name)
     assert (other / "events.jsonl").read_bytes() == damaged
     assert not list(other.glob("events.jsonl.torn-*"))
+
+
+@pytest.mark.parametrize("change", ["replace", "move", "delete", "hardlink-then-delete"])
+def test_a_log_changed_under_the_writer_is_detected_before_the_append(
+    session_dir: Path, change: str
+) -> None:
+    """Issue 9, item 7: never append into a file nobody reads (a deleted or replaced inode)."""
+    from kernel.errors import LogReplaced
+
+    session = Session.open(session_dir.parent, session_dir.name)
+    log = session_dir / "events.jsonl"
+    if change == "replace":  # what an editor's rename-over does
+        copy = session_dir / "copy"
+        copy.write_bytes(log.read_bytes())
+        copy.replace(log)
+    elif change == "move":
+        log.rename(session_dir / "moved.jsonl")
+    elif change == "delete":
+        log.unlink()
+    else:
+        (session_dir / "second-name").hardlink_to(log)
+        log.unlink()
+    try:
+        with pytest.raises(LogReplaced, match="while the session ran"):
+            session.append(UserData(text="never written"))
+    finally:
+        session.close()
+    for path in session_dir.iterdir():
+        if path.is_file() and path.name != "lock":
+            assert b"never written" not in path.read_bytes()
+
+
+def test_a_failed_append_leaves_no_half_line(
+    session_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full disk mid-write (issue 9, item 15): the log is cut back to its last whole line."""
+    import os
+
+    from kernel.errors import StorageError
+    from kernel.store import event_log
+
+    session = Session.open(session_dir.parent, session_dir.name)
+    before = (session_dir / "events.jsonl").read_bytes()
+
+    def half_then_full(fd: int, data: bytes) -> None:
+        os.write(fd, data[: len(data) // 2])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(event_log, "write_all", half_then_full)
+    try:
+        with pytest.raises(StorageError, match=r"append the user record to .*ENOSPC"):
+            session.append(UserData(text="x" * 1000))
+    finally:
+        session.close()
+    assert (session_dir / "events.jsonl").read_bytes() == before

@@ -12,6 +12,7 @@ from typing import Any
 
 from kernel.errors import SessionLocked, SessionNotFound, UsageError
 from kernel.store.event_log import parse_log
+from kernel.store.guard import read_nofollow
 from kernel.store.pending import interrupted
 from protocol.events import Event, FinalData, ToolUncertainData
 
@@ -27,7 +28,7 @@ def inspect_session(home: Path, session_id: str) -> dict[str, Any]:
     try:
         session = Session.open(home, session_id)
     except SessionLocked:
-        events, _end = parse_log((home / session_id / "events.jsonl").read_bytes())
+        events, _end = parse_log(read_nofollow(home / session_id / "events.jsonl"))
         _require_harness(events, session_id)
         return _summary(session_id, events, "running")
     try:
