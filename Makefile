@@ -9,7 +9,7 @@ FIND_PYTHON := for c in "$$PYTHON" python3.13 python3.12 python3 $$HOME/.pyenv/v
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 export OPENHANDS_SUPPRESS_BANNER := 1
 
-.PHONY: install test bench lint fmt type check demo docs clean
+.PHONY: install test bench chaos lint fmt type check demo docs clean
 
 install:
 	@base=$$($(FIND_PYTHON)) || exit 1; \
@@ -23,6 +23,13 @@ test:
 
 bench:
 	$(PY) -m bench
+
+# Random SIGKILLs and faults against jmp, invariants checked (README "Resilience").
+# CHAOS_ITERATIONS x ~1-3 min each on a busy 2-core machine; CHAOS_JMP='cmd' tests another jmp.
+CHAOS_ITERATIONS ?= 6
+CHAOS_SEED ?= 1
+chaos:
+	$(PY) -m tests.chaos --iterations $(CHAOS_ITERATIONS) --seed $(CHAOS_SEED) $(if $(CHAOS_JMP),--jmp '$(CHAOS_JMP)')
 
 demo:
 	$(PY) -m tests.servers.demo

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import subprocess
 import sys
 import time
@@ -177,3 +178,23 @@ def test_closed_worker_context_terminates(short_tmp: Path) -> None:
     worker.wait_ready(30)
     close_within(worker, 5)
     assert not pid_running(worker.pid or 0)
+
+
+def test_a_worker_paused_past_the_silence_window_finds_the_heartbeats_and_stays(
+    kernel: FakeKernel,
+) -> None:
+    """Found by the chaos runner: on a loaded machine a starved worker woke up, saw no kernel
+    message for 3 s and exited (status 3) while the kernel's heartbeats sat in its socket."""
+    kernel.send(encode_frame(Heartbeat(pid=os.getpid())))
+    os.kill(kernel.proc.pid, signal.SIGSTOP)  # stands in for a worker the scheduler starves
+    try:
+        resume = time.monotonic() + 4.0  # longer than the 3 s silence window
+        while time.monotonic() < resume:  # the live kernel keeps beating meanwhile
+            kernel.send(encode_frame(Heartbeat(pid=os.getpid())))
+            time.sleep(0.2)
+    finally:
+        os.kill(kernel.proc.pid, signal.SIGCONT)
+    kernel.send(encode_frame(RunTool(id="after", tool="echo", arguments={"n": 2})))
+    reply = kernel.recv(10)
+    assert isinstance(reply, ToolResult) and reply.reply_to == "after"
+    assert kernel.proc.poll() is None

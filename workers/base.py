@@ -245,6 +245,13 @@ def serve(
         ctx.term()
 
 
+def _kernel_silent(loop: _Loop, now: float) -> bool:
+    """No kernel message for KERNEL_SILENCE_S, and none waiting either: a worker that was not
+    scheduled for a while (a loaded machine, a stop signal) finds the kernel's heartbeats
+    queued in its socket and must not mistake its own absence for the kernel's."""
+    return now - loop.last_kernel > KERNEL_SILENCE_S and not loop.sock.poll(0)
+
+
 def _main_loop(loop: _Loop, orphaned: Callable[[], bool]) -> int:
     poller = zmq.Poller()
     poller.register(loop.sock, zmq.POLLIN)
@@ -255,7 +262,7 @@ def _main_loop(loop: _Loop, orphaned: Callable[[], bool]) -> int:
         if now >= next_beat:
             loop.send(Heartbeat(pid=os.getpid(), busy=loop.busy))
             next_beat = now + HEARTBEAT_MS / 1000
-            if orphaned() or now - loop.last_kernel > KERNEL_SILENCE_S:
+            if orphaned() or _kernel_silent(loop, now):
                 print(f"{loop.kind} worker: kernel gone, exiting", file=sys.stderr)
                 return 3
         ready = dict(poller.poll(max(1, int((next_beat - time.monotonic()) * 1000))))

@@ -12,6 +12,8 @@ variable of the server's environment).
 `--http-port-file` serves streamable HTTP at http://127.0.0.1:PORT/mcp instead of stdio.
 Env FAKE_MCP_SLOW_MARK=PATH: slow and block create PATH when they start sleeping.
 Env FAKE_MCP_STDERR_ECHO=NAME: print NAME=<value> to stderr at start (a server leaking a secret).
+Env FAKE_MCP_WITNESS=PATH: also serve `witness` (appends "<id> <unix time>" to PATH, then sleeps
+`seconds`): the chaos runner's proof that a call ran, and how often.
 """
 
 from __future__ import annotations
@@ -55,6 +57,11 @@ SECONDS_SCHEMA = {
     "properties": {"seconds": {"type": "number", "minimum": 0}},
     "required": ["seconds"],
 }
+WITNESS_SCHEMA = {
+    "type": "object",
+    "properties": {"id": {"type": "string"}, "seconds": {"type": "number", "minimum": 0}},
+    "required": ["id", "seconds"],
+}
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
 
@@ -77,7 +84,10 @@ def tool_table(prefix: str, count: int | None) -> dict[str, tuple[str, dict[str,
         return {
             f"{prefix}tool_{i:04d}": (f"Generated tool {i}.", EMPTY_SCHEMA) for i in range(count)
         }
-    return {prefix + name: spec for name, spec in DEFAULT_TOOLS.items()}
+    table = {prefix + name: spec for name, spec in DEFAULT_TOOLS.items()}
+    if os.environ.get("FAKE_MCP_WITNESS"):
+        table[prefix + "witness"] = ("Record that this call ran, then sleep.", WITNESS_SCHEMA)
+    return table
 
 
 async def run_tool(kind: str, arguments: dict[str, Any]) -> types.CallToolResult:
@@ -106,6 +116,11 @@ async def run_tool(kind: str, arguments: dict[str, Any]) -> types.CallToolResult
     if kind == "crash":
         sys.stderr.write("fake mcp server: crashing on purpose\n")
         os._exit(17)
+    if kind == "witness":  # one line per execution, written before the sleep
+        with open(os.environ["FAKE_MCP_WITNESS"], "a", encoding="utf-8") as out:
+            out.write(f"{arguments['id']} {time.time():.6f}\n")
+        await anyio.sleep(arguments["seconds"])
+        return _text(f"witnessed {arguments['id']}")
     if kind == "getenv":
         return _text(os.environ.get(arguments["name"], "<unset>"))
     return _text(f"{kind} done")

@@ -1,0 +1,202 @@
+"""One iteration: run the task with kills and faults, drive the session on as a user would,
+then check every invariant. The directory is kept when anything was violated."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.chaos import check, targets
+from tests.chaos.invoke import Invocation, Outcome
+from tests.chaos.plan import IterationPlan
+from tests.chaos.world import World
+
+PROMPTS = (
+    "Run the planned steps: shell commands, notes files and the witness tool.",
+    "Follow-up: run the remaining planned steps too.",
+)
+MAX_INVOCATIONS = 14
+VERBOSE = bool(os.environ.get("JMP_CHAOS_VERBOSE"))
+ORPHAN_GRACE_S = 10.0
+PINNED = ("session", "user", "tool_started", "tool_uncertain")  # fsynced or the request itself
+
+
+@dataclass
+class IterationReport:
+    plan: IterationPlan
+    root: Path
+    figures: Counter[str] = field(default_factory=Counter)
+    violations: list[str] = field(default_factory=list)
+    outcomes: list[Outcome] = field(default_factory=list)
+    seconds: float = 0.0
+    kept: bool = False
+
+
+class Driver:
+    """A user at the terminal: task, reopen, acknowledge, follow-up; the plan's kills land."""
+
+    def __init__(self, plan: IterationPlan, base: Path, command: list[str]) -> None:
+        self.plan = plan
+        root = Path(tempfile.mkdtemp(prefix=f"c{plan.index}-", dir=base))
+        self.world = World(plan, root)
+        self.command = command
+        self.report = IterationReport(plan, root)
+        self.census = targets.Census(str(root))
+        self.kills = list(plan.kills)
+        self.interrupted: set[str] = set()
+        self.cut: list[bytes] = []
+
+    def invoke(self, *args: str) -> Outcome:
+        figures = self.report.figures
+        number = len(self.report.outcomes)
+        fault = self.plan.faults[number] if number < len(self.plan.faults) else None
+        if fault:
+            figures[f"fault {fault.kind}"] += 1
+        out = Invocation(self.world, self.command, list(args), self.kills, fault).run(self.census)
+        self.report.outcomes.append(out)
+        if VERBOSE:
+            print(
+                f"  [{self.plan.index}.{number}] {' '.join(args)[:60]!r} fault={fault} "
+                f"kills={[(k.target, k.phase) for k in out.kills]} missed={out.missed} -> "
+                f"{out.code} {out.status} "
+                f"{out.seconds:.1f}s",
+                file=sys.stderr,
+                flush=True,
+            )
+            if out.code != 0:
+                for line in out.stderr.strip().splitlines()[-4:]:
+                    print(f"      {line[:200]}", file=sys.stderr, flush=True)
+        figures["invocations"] += 1
+        for kill in out.kills:
+            figures["kills"] += 1
+            figures[f"kill target {kill.target}"] += 1
+            figures[f"kill phase {kill.phase}"] += 1
+            if kill.tear is not None:
+                self._tear(kill.tear)
+        figures["kills missed (target not alive)"] += len(out.missed)
+        if out.hung:
+            self.report.violations.append(f"invocation {number} {list(args)} hung; killed")
+        self.interrupted |= check.interrupted(self.world.events())
+        left = self.census.survivors(ORPHAN_GRACE_S)
+        if left:
+            figures["orphans"] += len(left)
+            names = ", ".join(" ".join(p.cmdline()[:4]) for p in left if p.is_running())
+            self.report.violations.append(f"after invocation {number}: survivors: {names}")
+            for proc in left:
+                targets.sigkill(proc.pid)
+        return out
+
+    def _tear(self, fraction: float) -> None:
+        """Cut the last line at a byte offset, as a write cut short would (not a pinned one)."""
+        path = self.world.log_path()
+        if path is None or not path.exists():
+            return
+        data = path.read_bytes()
+        if not data.endswith(b"\n"):
+            return
+        start = data.rfind(b"\n", 0, len(data) - 1) + 1
+        line = data[start:-1]
+        if json.loads(line).get("kind") in PINNED or len(line) < 2:
+            self.report.figures["tears skipped (pinned last line)"] += 1
+            return
+        cut = start + 1 + int((len(line) - 1) * fraction)
+        self.cut.append(data[start:cut])
+        with open(path, "r+b") as handle:
+            handle.truncate(cut)
+        self.report.figures["torn tails made"] += 1
+
+    def users(self) -> int:
+        return sum(1 for e in self.world.events() if e.get("kind") == "user")
+
+    def drive(self) -> None:
+        request = 0
+        out = self.invoke("--workspace", str(self.world.workspace), PROMPTS[0])
+        for _ in range(MAX_INVOCATIONS):
+            sid = self.world.session_id
+            if sid is None:  # killed before the session existed: start over
+                out = self.invoke("--workspace", str(self.world.workspace), PROMPTS[0])
+                continue
+            if out.status == "completed" and self.users() == request + 1:
+                if request + 1 == len(self.plan.requests):
+                    return
+                request += 1
+                out = self.invoke("--session", sid, PROMPTS[request])
+                continue
+            prompt = [PROMPTS[request]] if self.users() < request + 1 else []
+            unsettled = self._unsettled()
+            if unsettled and (out.status == "blocked" or (out.kills and self.plan.ack_direct)):
+                out = self.invoke("--session", sid, "--ack-interrupted", *prompt)
+            else:
+                out = self.invoke("--session", sid, *prompt)
+        self.report.violations.append(
+            f"the session did not complete in {MAX_INVOCATIONS} invocations "
+            f"(last status {out.status})"
+        )
+
+    def _unsettled(self) -> bool:
+        events = self.world.events()
+        acked = {
+            e["data"].get("call_id")
+            for e in events
+            if e.get("kind") == "tool_uncertain" and e["data"].get("acknowledged")
+        }
+        return bool(check.interrupted(events) - acked)
+
+    def verify(self) -> None:
+        report, figures = self.report, self.report.figures
+        log = self.world.log_path()
+        if log is None or not log.exists():
+            report.violations.append("no session log")
+            return
+        events, problems = check.strict_log(log)
+        if problems:
+            figures["corrupted logs"] += 1
+        report.violations += problems
+        report.violations += check.call_ends(events, figures)
+        report.violations += check.witnesses(self.plan, events, self.world.workspace, figures)
+        uncertain = {e["data"].get("call_id") for e in events if e.get("kind") == "tool_uncertain"}
+        figures["interrupted calls"] += len(self.interrupted)
+        figures["uncertain calls surfaced"] += len(self.interrupted & uncertain)
+        for call_id in sorted(self.interrupted - uncertain):
+            report.violations.append(f"interrupted call {call_id} never surfaced as tool_uncertain")
+        finals = [e["data"].get("status") for e in events if e.get("kind") == "final"]
+        if finals and finals[-1] == "completed" and self.users() == len(self.plan.requests):
+            figures["completions"] += 1
+        else:
+            report.violations.append(f"the session ended {finals[-1:]} not completed")
+        report.violations += check.torn_archives(log, self.cut, events)
+        figures["torn tails archived"] += len(list(log.parent.glob(log.name + ".torn-*")))
+        outputs = [o.stdout + o.stderr for o in report.outcomes]
+        dirs = [self.world.home, self.world.workspace]
+        report.violations += check.leaks(self.plan, dirs, outputs, figures)
+        figures["internal errors"] += sum("internal error" in o.stderr for o in report.outcomes)
+
+
+def run_iteration(
+    plan: IterationPlan, base: Path, command: list[str], keep: bool = False
+) -> IterationReport:
+    """Run, check, and clean up (the directory stays when something was violated, or `keep`)."""
+    started = time.monotonic()
+    driver = Driver(plan, base, command)
+    try:
+        driver.drive()
+        driver.verify()
+    except Exception as exc:  # a runner failure is reported, never hidden
+        driver.report.violations.append(f"runner error: {type(exc).__name__}: {exc}")
+    finally:
+        report = driver.report
+        report.kept = keep or bool(report.violations)
+        for out in report.outcomes:
+            (report.root / f"invocation-{report.outcomes.index(out)}.txt").write_text(
+                f"args: {out.args}\ncode: {out.code}\nkills: {out.kills}\nmissed: {out.missed}\n"
+                f"--- stdout\n{out.stdout}\n--- stderr\n{out.stderr}\n"
+            ) if report.kept else None
+        driver.world.close(keep=report.kept)
+    report.seconds = time.monotonic() - started
+    return report

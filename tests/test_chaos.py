@@ -1,0 +1,96 @@
+"""The chaos runner: its plans are reproducible, its checks can fail, and a short campaign of
+real kills against the real CLI finds nothing violated."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from tests.chaos import check
+from tests.chaos.__main__ import campaign, reproduce, table
+from tests.chaos.plan import PHASES, make_plan
+from tests.chaos.targets import TARGETS, WORKERS
+
+
+def test_the_same_seed_gives_the_same_plan_and_another_seed_another() -> None:
+    assert make_plan(7, 3) == make_plan(7, 3)
+    assert make_plan(7, 3) != make_plan(8, 3)
+    assert make_plan(7, 3) != make_plan(7, 4)
+    plans = [make_plan(1, i) for i in range(60)]
+    kills = [k for p in plans for k in p.kills]
+    assert {k.target for k in kills} == set(TARGETS)
+    assert {k.phase for k in kills} == set(PHASES)
+    tokens = [s.token for p in plans for s in p.steps()]
+    assert len(tokens) == len(set(tokens))
+
+
+def test_every_worker_kind_is_a_kill_target() -> None:
+    assert set(WORKERS) >= {"router", "generator", "tool", "mcp"}
+    assert WORKERS["tool"](["python", "-m", "workers.tool", "ipc:///x"])
+    assert not WORKERS["tool"](["python", "-m", "workers.toolbox"])
+
+
+def _log(path: Path, events: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(e) + "\n" for e in events))
+    return path
+
+
+def _event(seq: int, kind: str, **data: object) -> dict:
+    return {
+        "version": 1,
+        "session_id": "s",
+        "seq": seq,
+        "time": 1.0 + seq,
+        "kind": kind,
+        "data": data,
+    }
+
+
+def test_the_checks_catch_a_broken_log_a_rerun_and_a_lost_end(tmp_path: Path) -> None:
+    plan = make_plan(1, 0)
+    step = plan.steps()[0]
+    events = [
+        _event(1, "session", session_id="s"),
+        _event(2, "tool_started", call_id="c1", tool=step.tool, arguments=step.token),
+        _event(4, "user", text="x"),
+    ]
+    log = _log(tmp_path / "events.jsonl", events)
+    with log.open("ab") as out:
+        out.write(b'{"version": 1, "se')
+    parsed, problems = check.strict_log(log)
+    assert any("seq 4" in p for p in problems) and any("torn" in p for p in problems)
+    figures: Counter[str] = Counter()
+    assert check.call_ends(parsed, figures) == ["call c1: tool_started and no end after reopening"]
+    assert check.interrupted(parsed) == {"c1"}
+    (tmp_path / "witness.log").write_text(f"{step.token} 5.0\n{step.token} 6.0\nW-unknown 7.0\n")
+    found = check.witnesses(plan, parsed, tmp_path, figures)
+    assert f"{step.token}: ran 2 times" in found
+    assert "W-unknown: effect in witness.log without its tool_started" in found
+    assert figures["re-executions"] == 1
+    (tmp_path / "leak.txt").write_text(plan.keys["flash"])
+    assert check.leaks(plan, [tmp_path], [], figures)
+    assert check.torn_archives(log, [b'{"version": 1, "se'], parsed)
+
+
+def test_the_report_names_the_command_that_reproduces_an_iteration() -> None:
+    assert reproduce(5, 9, "jmp --x") == (
+        "python -m tests.chaos --seed 5 --first 9 --iterations 1 --keep --jmp 'jmp --x'"
+    )
+    assert "wall time" in table(Counter(kills=3), 12.0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)  # two iterations, each a few cold tool-worker starts
+def test_a_short_campaign_of_real_kills_violates_nothing(tmp_path: Path) -> None:
+    base = Path("/tmp") / f"jch{tmp_path.name[-6:]}"  # ipc:// paths stay short
+    totals, reports, _ = campaign(2, seed=59, base=base, log=False, short=True)
+    violations = [v for r in reports for v in r.violations]
+    assert not violations, (violations, [str(r.root) for r in reports])
+    assert {k.target for r in reports for k in r.plan.kills} >= {"kernel", "mcp"}
+    assert totals["kills"] >= 2
+    assert totals["completions"] == 2
+    shutil.rmtree(base)  # kept only when something was violated
