@@ -18,6 +18,7 @@ from pathlib import Path
 from tests.chaos.drive import IterationReport, run_iteration
 from tests.chaos.invoke import jmp_command
 from tests.chaos.plan import make_plan
+from tests.chaos.targets import stop_pool
 
 
 def campaign(
@@ -37,19 +38,22 @@ def campaign(
     totals: Counter[str] = Counter()
     reports = []
     started = time.monotonic()
-    for index in range(first, first + iterations):
-        report = run_iteration(make_plan(seed, index, short=short), base, command, keep=keep)
-        reports.append(report)
-        totals.update(report.figures)
-        totals["iterations"] += 1
-        totals["violations"] += len(report.violations)
-        if log:
-            print(
-                f"iteration {index}: {report.figures['kills']} kill(s), "
-                f"{len(report.violations)} violation(s), {report.seconds:.1f} s",
-                file=sys.stderr,
-                flush=True,
-            )
+    try:
+        for index in range(first, first + iterations):
+            report = run_iteration(make_plan(seed, index, short=short), base, command, keep=keep)
+            reports.append(report)
+            totals.update(report.figures)
+            totals["iterations"] += 1
+            totals["violations"] += len(report.violations)
+            if log:
+                print(
+                    f"iteration {index}: {report.figures['kills']} kill(s), "
+                    f"{len(report.violations)} violation(s), {report.seconds:.1f} s",
+                    file=sys.stderr,
+                    flush=True,
+                )
+    finally:
+        stop_pool(base / "warm")
     return totals, reports, time.monotonic() - started
 
 

@@ -44,11 +44,12 @@ class Driver:
     def __init__(self, plan: IterationPlan, base: Path, command: list[str]) -> None:
         self.plan = plan
         root = Path(tempfile.mkdtemp(prefix=f"c{plan.index}-", dir=base))
-        self.world = World(plan, root)
+        self.world = World(plan, root, base / "warm")
         self.command = command
         self.report = IterationReport(plan, root)
         self.census = targets.Census(str(root))
         self.kills = list(plan.kills)
+        self.seen = [0]  # moments of the armed kill's phase so far
         self.interrupted: set[str] = set()
         self.cut: list[bytes] = []
 
@@ -58,7 +59,9 @@ class Driver:
         fault = self.plan.faults[number] if number < len(self.plan.faults) else None
         if fault:
             figures[f"fault {fault.kind}"] += 1
-        out = Invocation(self.world, self.command, list(args), self.kills, fault).run(self.census)
+        out = Invocation(self.world, self.command, list(args), self.kills, fault, self.seen).run(
+            self.census
+        )
         self.report.outcomes.append(out)
         if VERBOSE:
             print(

@@ -70,7 +70,9 @@ class Invocation:
     """Start jmp, arm the kills' triggers in turn, wait for the end (a hang is killed).
 
     `kills` is the iteration's queue: each delivered or missed kill is popped, and the next one
-    is armed in the same invocation unless the kernel itself was killed."""
+    is armed in the same invocation unless the kernel itself was killed. `seen[0]` counts the
+    armed kill's moments since it was armed (a kill planned for the 3rd route may land in the
+    next invocation)."""
 
     def __init__(
         self,
@@ -79,6 +81,7 @@ class Invocation:
         args: list[str],
         kills: list[Kill],
         fault: Fault | None,
+        seen: list[int],
     ) -> None:
         self.world = world
         self.command = command
@@ -86,7 +89,7 @@ class Invocation:
         self.queue = kills
         self.fault = fault
         self.census: targets.Census | None = None
-        self._count = 0  # occurrences of the armed kill's phase seen so far
+        self.seen = seen  # occurrences of the armed kill's phase, across invocations
         self._stream: Kill | None = None  # generate: the armed kill's stream is being sent
         self._stopped = False
         self._lock = threading.RLock()
@@ -107,11 +110,12 @@ class Invocation:
                 return
             lock = self.world.log_path()
             holder = lock.with_name("lock") if lock else None
-            pid = targets.find(kill.target, proc.pid, holder, str(self.world.root))
+            markers = (str(self.world.root), str(self.world.warm))
+            pid = targets.find(kill.target, proc.pid, holder, markers)
             if self.census is not None:
                 self.census.sample(proc.pid)
             self.queue.pop(0)
-            self._count, self._stream = 0, None
+            self.seen[0], self._stream = 0, None
             if pid is None or not targets.sigkill(pid):
                 self.out.missed.append(kill.target)
                 return
@@ -124,8 +128,8 @@ class Invocation:
             kill = self.kill
             if kill is None or kill.phase != phase:
                 return None
-            self._count += 1
-            return kill if self._count == kill.nth else None
+            self.seen[0] += 1
+            return kill if self.seen[0] == kill.nth else None
 
     def _on_route(self) -> None:
         kill = self._occurrence("route")
@@ -224,6 +228,9 @@ class Invocation:
         self._done.set()
         for thread in threads:
             thread.join(timeout=10)
+        for pipe in (proc.stdout, proc.stderr):
+            if pipe is not None:
+                pipe.close()
         world.on_route = world.on_chunk = None
         world.clear_faults()
         self.out.seconds = time.monotonic() - started

@@ -55,6 +55,7 @@ class IterationPlan:
     faults: list[Fault | None]  # by invocation number; None = a clean invocation
     ack_direct: bool  # after a kill the user acks at once instead of reopening first
     keys: dict[str, str] = field(default_factory=dict)
+    warm: bool = True  # workers from the warm pool (else every worker is a cold spawn)
 
     def steps(self) -> list[Step]:
         return [step for request in self.requests for step in request]
@@ -105,10 +106,10 @@ def _kill(rng: random.Random, targets: tuple[str, ...]) -> Kill:
     )
 
 
-def _fault(rng: random.Random) -> Fault | None:
+def _fault(rng: random.Random, kinds: tuple[str, ...] = FAULTS) -> Fault | None:
     if rng.random() < 0.6:
         return None
-    kind = rng.choice(FAULTS)
+    kind = rng.choice(kinds)
     value = {
         "fsize": rng.randint(50, 6000),  # bytes the log may still grow by
         "jev_delay": round(rng.uniform(0.2, 2.0), 2),
@@ -131,11 +132,14 @@ def make_plan(
     first = _steps(rng, prefix, 0, 2 if short else rng.randint(2, 5), written)
     second = _steps(rng, prefix, len(first), rng.randint(2, 4), written)
     kills = [_kill(rng, targets) for _ in range(rng.randint(1, 2) if short else rng.randint(2, 6))]
-    faults = [_fault(rng) for _ in range(8)]
+    # short: only faults that cost no extra run (each failed run is another cold tool worker)
+    kinds = ("jev_delay", "flash_slow") if short else FAULTS
+    faults = [_fault(rng, kinds) for _ in range(8)]
     keys = {
         "jev": f"jev-chaos-{rng.getrandbits(96):024x}",
         "flash": f"sk-chaos-{rng.getrandbits(96):024x}",
         "mcp": f"mcp-chaos-{rng.getrandbits(96):024x}",
     }
     requests = [first] if short else [first, second]
-    return IterationPlan(seed, index, requests, kills, faults, rng.random() < 0.5, keys)
+    ack_direct, warm = rng.random() < 0.5, rng.random() < 0.8
+    return IterationPlan(seed, index, requests, kills, faults, ack_direct, keys, warm)

@@ -1,8 +1,9 @@
 """Which processes a kill can hit, found as descendants of the jmp process by their argv.
 
-`TARGETS` is the one table of kill targets: a new worker kind (the warm pool) is one line,
-`"pool": _module("workers.pool")`. The kernel is the session lock's holder (the process that
-writes the log), else the started process itself.
+`WORKERS` is the one table of kill targets besides the kernel: a new worker kind is one line.
+Workers forked by the warm pool are not descendants of the kernel: they are found by their argv
+and the iteration's directory in their argv, cwd or environment. The kernel is the session
+lock's holder (the process that writes the log), else the started process itself.
 """
 
 from __future__ import annotations
@@ -29,11 +30,19 @@ def _script(name: str) -> Matcher:
     return lambda argv: any(arg.endswith(name) for arg in argv[:3])
 
 
+def _title(name: str) -> Matcher:
+    return lambda argv: bool(argv) and argv[0] == name
+
+
+POOL_TITLE = "jmp-warm-pool"  # the warm pool's process title: `jmp-warm-pool DIR`
+
+
 WORKERS: dict[str, Matcher] = {
     "router": _module("workers.router"),
     "generator": _module("workers.generator"),
     "tool": _module("workers.tool"),
     "mcp": _script("mcp_server.py"),  # the fake MCP server, a child of the tool worker
+    "pool": _title(POOL_TITLE),  # the campaign's warm pool (kernels fall back to a cold spawn)
 }
 TARGETS: tuple[str, ...] = ("kernel", *WORKERS)
 
@@ -64,20 +73,24 @@ def kernel_pid(root_pid: int, lock: Path | None) -> int:
     return root_pid
 
 
-def _of_iteration(proc: psutil.Process, marker: str) -> bool:
+def _marked(proc: psutil.Process, marker: str) -> bool:
+    """`marker` (a directory) is in the process's argv, cwd or JMP_SESSIONS_DIR."""
     try:
         if any(marker in arg for arg in proc.cmdline()):
+            return True
+        if proc.cwd().startswith(marker):
             return True
         return proc.environ().get("JMP_SESSIONS_DIR", "").startswith(marker)
     except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
         return False
 
 
-def find(target: str, root_pid: int, lock: Path | None, marker: str) -> int | None:
+def find(target: str, root_pid: int, lock: Path | None, markers: tuple[str, ...]) -> int | None:
     """The pid to kill for `target`, or None when no such process is alive right now.
 
     Workers are looked for below the jmp process first, then (a worker forked by a warm pool
-    is not a descendant) among all processes of this iteration (`marker` in argv or env)."""
+    is not a descendant) among all processes marked with the iteration's (or the campaign's
+    pool's) directory."""
     if target == "kernel":
         return kernel_pid(root_pid, lock) if psutil.pid_exists(root_pid) else None
     match = WORKERS[target]
@@ -85,7 +98,7 @@ def find(target: str, root_pid: int, lock: Path | None, marker: str) -> int | No
         if match(_argv(proc)):
             return proc.pid
     for proc in psutil.process_iter():
-        if match(_argv(proc)) and _of_iteration(proc, marker):
+        if match(_argv(proc)) and any(_marked(proc, m) for m in markers):
             return proc.pid
     return None
 
@@ -112,16 +125,16 @@ class Census:
                 self.seen.setdefault(proc.pid, proc.create_time())
 
     def _ours(self, proc: psutil.Process) -> bool:
+        """Of this iteration; never the campaign's warm pool (it serves every iteration)."""
+        argv = _argv(proc)
+        if argv and argv[0] == POOL_TITLE:
+            return False
         try:
             if self.seen.get(proc.pid) == proc.create_time():
                 return True
-            if any(self.marker in arg for arg in proc.cmdline()):
-                return True
-            if proc.cwd().startswith(self.marker):
-                return True
-            return bool(proc.environ().get("JMP_SESSIONS_DIR", "").startswith(self.marker))
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        except psutil.Error:
             return False
+        return _marked(proc, self.marker)
 
     def alive(self) -> list[psutil.Process]:
         me = os.getpid()
@@ -141,3 +154,14 @@ class Census:
             time.sleep(0.2)
             left = self.alive()
         return left
+
+
+def stop_pool(directory: Path) -> None:
+    """End the campaign's warm pool (SIGTERM, then SIGKILL) by its pid."""
+    for proc in psutil.process_iter():
+        argv = _argv(proc)
+        if argv[:2] == [POOL_TITLE, str(directory)]:
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+                proc.wait(5)
+            sigkill(proc.pid)

@@ -57,9 +57,10 @@ class HookedChunks(list):  # type: ignore[type-arg]
 class World:
     """Directories and servers of one iteration; hooks are set per invocation by the driver."""
 
-    def __init__(self, plan: IterationPlan, root: Path) -> None:
+    def __init__(self, plan: IterationPlan, root: Path, warm: Path) -> None:
         self.plan = plan
         self.root = root
+        self.warm = warm  # the campaign's own warm pool directory (never the user's pool)
         self.home = root / "sessions"
         self.workspace = root / "ws"
         self.workspace.mkdir(parents=True)
@@ -122,6 +123,8 @@ class World:
             JMP_SESSIONS_DIR=str(self.home),
             JMP_MCP_CONFIG=str(self.root / "mcp.json"),
             PYTHONUNBUFFERED="1",
+            JMP_WARM_DIR=str(self.warm),
+            JMP_WARM="1" if self.plan.warm else "0",
             LITELLM_LOCAL_MODEL_COST_MAP="True",
             OPENHANDS_SUPPRESS_BANNER="1",
         )
