@@ -66,6 +66,13 @@ def test_specs_are_slices_of_the_native_schemas(shared: Tools) -> None:
     assert set(bash) == {"command", "is_input", "timeout"}
 
 
+def test_worker_descriptions_are_the_catalogs(shared: Tools) -> None:
+    from protocol.catalog import BUILTINS
+
+    for spec in shared.specs():
+        assert spec.description == BUILTINS[spec.name].description, spec.name
+
+
 def test_write_read_edit_bash_round_trip(shared: Tools) -> None:
     ws = shared.workspace
     name = f"f{uuid.uuid4().hex[:6]}.txt"

@@ -20,6 +20,7 @@ from typing import Any
 
 import psutil
 
+from protocol import catalog
 from protocol.messages import (
     ListTools,
     RunTool,
@@ -39,22 +40,13 @@ _ANSI = re.compile(
     r"|[\x00-\x08\x0b-\x1f\x7f]"  # remaining control characters except \t and \n
 )
 
+# The executor binding of each catalog tool (protocol/catalog.py holds names and descriptions):
 # tool -> (native command fixed by the tool, argument names offered, required names)
 SLICES: dict[str, tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {
     "read": ("view", ("path", "view_range"), ("path",)),
     "write": ("create", ("path", "file_text"), ("path", "file_text")),
     "edit": (None, ("command", "path", "old_str", "new_str", "insert_line"), ("command", "path")),
     "bash": (None, ("command", "is_input", "timeout"), ("command",)),
-}
-DESCRIPTIONS = {
-    "read": "Show a text file with line numbers (optionally only view_range [first, last], "
-    "1-based, last -1 = end of file), or list a directory up to two levels deep (symbolic links "
-    "end in @ and are not followed).",
-    "write": "Create a new file with the given content. Refused if the file already exists.",
-    "edit": "Change an existing file: `str_replace` replaces old_str, which must match exactly "
-    "once, with new_str; `insert` inserts new_str after line insert_line (0 = at the top).",
-    "bash": "Run one shell command in a persistent bash session whose working directory starts "
-    "at the workspace. exit_code -1 means the command is still running.",
 }
 PATH_DESCRIPTION = "Path of the file or directory: absolute, or relative to the workspace."
 
@@ -127,7 +119,7 @@ class ToolWorker:
 
         self.editor = workspace_executor(self.workspace)
         self.terminal = self._new_terminal()
-        self.specs = [self._spec(name) for name in SLICES]
+        self.specs = [self._spec(tool.name) for tool in catalog.WORKER_TOOLS]
         self._start_mcp()
 
     def _new_terminal(self) -> Any:
@@ -157,7 +149,9 @@ class ToolWorker:
             "required": list(required),
             "additionalProperties": False,
         }
-        return ToolSpec(name=name, description=DESCRIPTIONS[name], parameters=schema)
+        return ToolSpec(
+            name=name, description=catalog.BUILTINS[name].description, parameters=schema
+        )
 
     def _start_mcp(self) -> None:
         config = os.environ.get("JMP_MCP_SERVERS", "").strip()

@@ -22,6 +22,7 @@ from kernel.context.layout import (
 )
 from kernel.context.render import body_source, nbytes, row, short
 from kernel.context.state import Call, State, archivable
+from protocol.catalog import is_snapshot
 
 if TYPE_CHECKING:
     from kernel.context.policy import ContextPolicy, Pinned
@@ -243,7 +244,7 @@ def set_limit_all(blocks: list[Block], limit: int) -> None:
 def _page_head(page: Any) -> str:
     what = f"{page.tool} {short(page.target, 200)}".strip() if page.tool else page.kind
     note = ""
-    if page.tool == "read":
+    if is_snapshot(page.tool):
         note = " (old file content as of that seq; not current)"
     return f"[recall #{page.seq}, {page.provenance}: {what}{note}]"
 

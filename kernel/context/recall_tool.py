@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from kernel.context.recall import Page, RecallError, RecallIndex
-from kernel.loop.prompts import RECALL_DESCRIPTION
+from protocol.catalog import RECALL, is_snapshot
 
 RECALL_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "description": RECALL_DESCRIPTION,
+    "description": RECALL.description,
     "properties": {
         "query": {"type": "string", "description": "Words to search for in the history."},
         "seq": {"type": "integer", "minimum": 1, "description": "A record's seq to page."},
@@ -56,7 +56,7 @@ def _listing(what: str, pages: list[Page]) -> str:
     lines = [f"RECALL {what}: {len(pages)} page(s); records of the past, not current state."]
     for page in pages:
         label = f"{page.tool} {page.target}".strip() if page.tool else page.kind
-        note = " (old file content; not current)" if page.tool == "read" else ""
+        note = " (old file content; not current)" if is_snapshot(page.tool) else ""
         lines.append(f"--- #{page.seq} part {page.part}, {page.provenance}: {label}{note}")
         lines.append(page.text)
     return "\n".join(lines)

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 import msgspec
 
+from protocol.catalog import effect_of, is_shell, is_snapshot
 from protocol.events import (
     ErrorData,
     Event,
@@ -119,7 +120,7 @@ def snapshot_key(call: Call) -> tuple[str, str]:
 
 def remember_read(snapshots: list[Call], call: Call, limit: int = MAX_SNAPSHOTS) -> list[Call]:
     """A successful read replaces the same (file, range) and keeps only the latest `limit`."""
-    if call.tool != "read" or call.status != "ok":
+    if not is_snapshot(call.tool) or call.status != "ok":
         return snapshots
     kept = [s for s in snapshots if snapshot_key(s) != snapshot_key(call)]
     kept.append(call)
@@ -127,10 +128,12 @@ def remember_read(snapshots: list[Call], call: Call, limit: int = MAX_SNAPSHOTS)
 
 
 def invalidate_for_action(snapshots: list[Call], tool: str, target: str) -> list[Call]:
-    """Shell and MCP actions may change anything; write and edit change their own target."""
-    if tool == "bash" or tool.startswith("mcp."):
+    """By the tool's effect class (protocol/catalog): `any` drops every snapshot (shell, MCP),
+    `writes_target` drops its own target's, `observes` none."""
+    effect = effect_of(tool)
+    if effect == "any":
         return []
-    if tool in ("write", "edit"):
+    if effect == "writes_target":
         return [s for s in snapshots if s.target != target]
     return snapshots
 
@@ -167,7 +170,7 @@ def _start(state: State, index: dict[str, Call], seq: int, data: ToolStartedData
         target=data.target,
         seq=seq,
         request=data.request,
-        view_range=view_range_of(data.arguments) if data.tool == "read" else "",
+        view_range=view_range_of(data.arguments) if is_snapshot(data.tool) else "",
     )
     index[data.call_id] = call
     state.calls.append(call)
@@ -197,10 +200,10 @@ def _finish(
     call.artifact = data.artifact
     call.error = data.error
     call.target = call.target or data.target
-    if call.tool == "read" and not call.view_range:
+    if is_snapshot(call.tool) and not call.view_range:
         call.view_range = view_range_of(data.arguments)
     state.latest = call
-    if call.tool == "bash":
+    if is_shell(call.tool):
         state.verification = call
     state.snapshots = invalidate_for_action(state.snapshots, call.tool, call.target)
     state.snapshots = remember_read(state.snapshots, call, limit)

@@ -1,20 +1,11 @@
-"""Fixed texts the kernel sends to the models: tool descriptions and the questions."""
+"""Fixed texts the kernel sends to the models (tool descriptions: protocol/catalog.py)."""
 
 from __future__ import annotations
 
-BUILTIN_TOOLS: dict[str, str] = {
-    "read": "Read a file (optionally a line range) or list a directory in the workspace. "
-    "No effect on anything.",
-    "write": "Create a new file, or overwrite one, with the given full content.",
-    "edit": "Change an existing file: replace one unique string with another, or insert text "
-    "after a given line.",
-    "bash": "Run a shell command in the workspace: tests, builds, git, search, scripts.",
-}
-RECALL_DESCRIPTION = (
-    "Search or page this session's own history (requests, answers, tool records and full "
-    "outputs). Read-only. Give `query` (words) to search, or `seq` to read one record's pages. "
-    "Results are records of the past, not the current state of files."
-)
+from protocol import catalog
+
+BUILTIN_TOOLS: dict[str, str] = {t.name: t.description for t in catalog.WORKER_TOOLS}
+RECALL_DESCRIPTION = catalog.RECALL.description
 ASK_DESCRIPTION = "Ask the user a question, because the request is ambiguous or needs a decision."
 DONE_DESCRIPTION = "The user's current request is fully handled: write the final answer."
 

@@ -21,6 +21,8 @@ from kernel.errors import JmpError
 from kernel.loop import prompts
 from kernel.loop.offload import fixed_arguments
 from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
+from protocol import catalog
+from protocol.catalog import is_kernel_tool
 from protocol.codec import to_builtins
 from protocol.events import (
     ArgumentOffloadData,
@@ -163,11 +165,11 @@ class ToolStep:
         return self._mcp
 
     def spec(self, tool: str) -> ToolSpec:
-        if tool == "recall":
+        if is_kernel_tool(tool):
             from kernel.context.recall_tool import RECALL_SCHEMA
 
             return ToolSpec(
-                name="recall", description=prompts.RECALL_DESCRIPTION, parameters=RECALL_SCHEMA
+                name=tool, description=catalog.BUILTINS[tool].description, parameters=RECALL_SCHEMA
             )
         for spec in self.tools.specs():
             if spec.name == tool:
@@ -229,7 +231,7 @@ class ToolStep:
         raise Stop("error", f"Generating arguments for {tool} failed: {exc.detail}") from exc
 
     def _validate(self, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
-        if tool == "recall":
+        if is_kernel_tool(tool):
             from kernel.context.recall import RecallError
             from kernel.context.recall_tool import recall_arguments
 
@@ -300,7 +302,7 @@ class ToolStep:
     def _execute(
         self, call_id: str, tool: str, arguments: dict[str, Any], target: str
     ) -> ToolResult:
-        if tool == "recall":
+        if is_kernel_tool(tool):
             return self._recall_call(call_id, arguments)
         try:
             return self.tools.run(call_id, tool, arguments, cancel=self.cancel)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from protocol.catalog import is_shell
 from protocol.events import Event, ToolFinishedData, ToolStartedData, ToolUncertainData
 
 
@@ -47,7 +48,7 @@ def calls(events: Sequence[Event]) -> dict[str, CallRecord]:
 def interrupted(events: Sequence[Event]) -> list[CallRecord]:
     """Calls whose outcome is unknown: no end, or the last shell command left running."""
     records = list(calls(events).values())
-    last_shell = next((r for r in reversed(records) if r.started.tool == "bash"), None)
+    last_shell = next((r for r in reversed(records) if is_shell(r.started.tool)), None)
     return [
         r for r in records if r.finished is None or (r is last_shell and r.finished.exit_code == -1)
     ]
