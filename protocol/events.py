@@ -79,6 +79,7 @@ class TaskData(Data):
     context: Any = None
     max_steps: int = 20  # executed operations (the entry capture not counted)
     timeout_s: float = 120.0  # wall clock for the run
+    limits: dict[str, Any] = msgspec.field(default_factory=dict)  # {max_steps, timeout_s} again
     toolkits: list[str] = msgspec.field(default_factory=list)
     tools: list[str] = msgspec.field(default_factory=list)
     labels: list[str] = msgspec.field(default_factory=list)

@@ -171,6 +171,7 @@ def _first_records(
             context=context,
             max_steps=limits.max_steps,
             timeout_s=limits.timeout_s,
+            limits={"max_steps": limits.max_steps, "timeout_s": limits.timeout_s},
             toolkits=list(loaded.toolkits),
             tools=[t.name for t in loaded.tools],
             labels=list(loaded.labels),

@@ -1,0 +1,47 @@
+"""Black-box checks of HARNESS.md statements that the other harness tests leave implicit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.harness.helpers import JEV_KEY, ROOT, SCRIPTS, HarnessCli
+from tests.servers.jev import JevServer
+
+PICK = SCRIPTS / "pick_task.py"
+
+
+@pytest.fixture
+def cli(short_tmp: Path) -> Iterator[HarnessCli]:
+    with JevServer() as jev:
+        yield HarnessCli(short_tmp, jev)
+
+
+def test_the_task_record_names_limits_and_redacts_inputs(cli: HarnessCli) -> None:
+    """HARNESS.md 5: `task` carries script path and sha256, redacted inputs, limits, toolkits,
+    labels and output."""
+    cli.jev.script([{"items.pick.item": "a"}, {"tool": "items.pick"}, {"items.pick.item": "b"}])
+    inputs = {"items": ["a", "b", "c"], "target": "b", "note": f"key {JEV_KEY}"}
+    out = cli.run(PICK, "pick b", inputs, "--max-steps", "7", "--timeout", "90")
+    assert out.code == 0, out.stderr
+    task = out.of("task")[0]
+    assert task["script"] == str(PICK) and len(task["sha256"]) == 64
+    assert task["limits"] == {"max_steps": 7, "timeout_s": 90.0}
+    assert JEV_KEY not in str(task["inputs"]) and task["inputs"]["target"] == "b"
+    assert {"toolkits", "labels", "output"} <= set(task)
+
+
+def test_check_task_writes_nothing_and_lists_the_built_tools(cli: HarnessCli) -> None:
+    """HARNESS.md 6: static, no file written (bytecode caches included), keys ok/problems/..."""
+    script = cli.cwd / "workspace_task.py"
+    script.write_bytes((ROOT / "examples" / "workspace_task.py").read_bytes())
+    inputs = '{"root": ".", "queries": ["x"], "markers": ["m"], "output": "o.json"}'
+    out = cli.call(cli.argv("check-task", str(script), "--inputs", inputs, "--json"), key=False)
+    assert out.code == 0, out.stderr
+    (shown,) = out.lines
+    assert set(shown) == {"ok", "problems", "tools", "labels"} and shown["ok"] is True
+    assert "save_report" in {t["name"] for t in shown["tools"]} and shown["labels"] == ["m"]
+    assert sorted(p.name for p in cli.cwd.iterdir()) == ["workspace_task.py"]
+    assert not cli.home.exists()
