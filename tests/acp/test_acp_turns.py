@@ -162,3 +162,35 @@ def test_idle_sessions_beyond_the_warm_limit_stop_their_workers(jmp: Jmp) -> Non
         ]
 
     run(scenario())
+
+
+@pytest.mark.timeout(300)  # two cold session starts, one after the other, on a shared machine
+def test_one_process_runs_prompts_of_two_sessions_at_once(jmp: Jmp) -> None:
+    def answers() -> int:
+        return sum(not body.get("tools") for body in jmp.flash.completions())
+
+    def script(*texts: str) -> None:
+        jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}] * len(texts))
+        jmp.flash.queue([{"text": text} for text in texts])
+
+    async def scenario() -> None:
+        async with acp_agent(jmp) as agent:
+            one = await agent.new(jmp.workspace)
+            two = (await agent.conn.new_session(cwd=str(jmp.workspace), mcp_servers=[])).session_id
+            script("warm one", "warm two")  # both sessions' workers up first
+            assert await agent.prompt(one, "warm up") == "end_turn"
+            assert await agent.prompt(two, "warm up") == "end_turn"
+            agent.client.clear()
+            script(LONG_ANSWER, "Quick.")
+            jmp.flash.fault("slow", count=1, seconds=1.0)  # the first answer streams ~140 s
+            slow = asyncio.create_task(agent.prompt(one, "the long one"))
+            await until(lambda: answers() == 3)
+            # the second session's whole turn runs while the first one is still streaming
+            assert await agent.prompt(two, "the quick one") == "end_turn"
+            assert not slow.done(), [(e["kind"], e["data"]) for e in jmp.log(one)[-3:]]
+            await agent.conn.cancel(session_id=one)
+            assert await asyncio.wait_for(slow, 60) == "cancelled"
+            said = [(s, u.content.text) for s, u in agent.client.updates]
+            assert said == [(two, "Quick.")]
+
+    run(scenario())
