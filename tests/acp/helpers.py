@@ -49,7 +49,7 @@ class Recorder:
             outcome=AllowedOutcome(outcome="selected", option_id=self.choice)
         )
 
-    async def wait_for(self, predicate: Any, timeout: float = 60) -> None:
+    async def wait_for(self, predicate: Any, timeout: float = 180) -> None:
         """Until an update matching predicate arrives (now or already)."""
         if any(predicate(u) for _, u in self.updates):
             return

@@ -12,6 +12,10 @@ from acp.schema import EnvVariable, McpServerStdio
 from tests.acp.helpers import acp_agent, run
 from tests.helpers_e2e import ROOT, Jmp
 
+# Each test starts real ACP processes and workers; on a loaded shared machine that alone
+# can take a minute, so the per-test limit is wider than the suite default.
+pytestmark = pytest.mark.timeout(300)
+
 SERVER = str(ROOT / "tests" / "fakes" / "mcp_server.py")
 SECRET = "client-mcp-secret-4242"
 

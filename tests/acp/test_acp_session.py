@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.acp.helpers import acp_agent, run
 from tests.helpers_e2e import FLASH_KEY, JEV_KEY, Jmp
+
+# Each test starts real ACP processes and workers; on a loaded shared machine that alone
+# can take a minute, so the per-test limit is wider than the suite default.
+pytestmark = pytest.mark.timeout(300)
 
 WRITE = {"tool_call": {"arguments": {"path": "hello.py", "file_text": "print('hello')\n"}}}
 RUN = {"tool_call": {"arguments": {"command": "python3 hello.py"}}}

@@ -7,8 +7,14 @@ import subprocess
 import sys
 from typing import Any
 
+import pytest
+
 from tests.acp.helpers import left_running
 from tests.helpers_e2e import FLASH_KEY, JEV_KEY, ROOT, Jmp
+
+# Each test starts real ACP processes and workers; on a loaded shared machine that alone
+# can take a minute, so the per-test limit is wider than the suite default.
+pytestmark = pytest.mark.timeout(300)
 
 
 class Wire:
