@@ -4,11 +4,15 @@ real kills against the real CLI finds nothing violated."""
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
 from tests.chaos import check
-from tests.chaos.__main__ import reproduce, table
+from tests.chaos.__main__ import campaign, reproduce, table
 from tests.chaos.plan import PHASES, make_plan
 from tests.chaos.targets import TARGETS, WORKERS
 
@@ -78,3 +82,18 @@ def test_the_report_names_the_command_that_reproduces_an_iteration() -> None:
         "python -m tests.chaos --seed 5 --first 9 --iterations 1 --keep --jmp 'jmp --x'"
     )
     assert "wall time" in table(Counter(kills=3), 12.0)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(
+    900
+)  # two iterations, each 2-4 cold tool-worker starts (~10 s idle, minutes under load)
+def test_a_short_campaign_of_real_kills_violates_nothing() -> None:
+    base = Path(tempfile.mkdtemp(prefix="jch", dir="/tmp"))  # ipc:// paths stay short
+    totals, reports, _ = campaign(2, seed=59, base=base, log=False, short=True)
+    violations = [v for r in reports for v in r.violations]
+    assert not violations, (violations, [str(r.root) for r in reports])
+    assert {k.target for r in reports for k in r.plan.kills} >= {"kernel", "mcp"}
+    assert totals["kills"] >= 2
+    assert totals["completions"] == 2
+    shutil.rmtree(base)  # kept only when something was violated
