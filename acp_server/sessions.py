@@ -17,7 +17,7 @@ from acp.schema import AcpMcpServer, HttpMcpServer, McpServerStdio, SseMcpServer
 
 import main as boundary  # the Python boundary (CONTRACT 4): lazy, nothing loads until used
 from kernel.errors import ConfigError, UsageError, WorkspaceMismatch
-from kernel.store.redact import Redactor
+from kernel.store.redact import Redactor, environment_secrets
 from protocol.events import Event
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ class Config:
 
     def __init__(self, home: Path) -> None:
         self.home = home
-        self.redactor = Redactor()
+        self.redactor = Redactor(environment_secrets())  # every key variable, used or not
         self._lock = threading.Lock()
         self._settings: Settings | ConfigError | None = None
         self._servers: Any = None

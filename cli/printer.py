@@ -1,7 +1,10 @@
 """What the CLI prints: JSON lines on stdout with --json, else a readable live view.
 
 Diagnostics go to stderr only. The protocol codec (msgspec) is imported on the first event, not
-at import, so that `--list` and usage errors start fast.
+at import, so that `--list` and usage errors start fast. Every byte written passes `_write` or
+`error`: the redactor (every key variable that is set, the MCP secrets once loaded, the token
+formats) on both streams, and for a terminal `terminal_safe` (no escape sequence from a model,
+a tool or a file name acts on it).
 """
 
 from __future__ import annotations
@@ -11,6 +14,10 @@ import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any, TextIO
+
+from kernel.display import terminal_safe
+from kernel.store.catalog import is_session_id
+from kernel.store.redact import Redactor, environment_secrets
 
 if TYPE_CHECKING:
     from protocol.events import Event
@@ -24,8 +31,16 @@ WAITING_FOR = {"tool": "tools", "router": "the router", "generator": "the genera
 class Printer:
     """Prints events as they happen and the final result; safe to call from any thread."""
 
-    def __init__(self, json: bool, out: TextIO | None = None, err: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        json: bool,
+        out: TextIO | None = None,
+        err: TextIO | None = None,
+        redactor: Redactor | None = None,
+    ) -> None:
         self.json = json
+        # The run hands over the session's redactor once it exists (cli/run.py).
+        self.redactor = redactor or Redactor(environment_secrets())
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self._lock = threading.Lock()
@@ -53,10 +68,17 @@ class Printer:
     def result(self, data: dict[str, Any]) -> None:
         """The last line: `{"kind":"result",...}` with --json, else a one-line outcome."""
         with self._lock:
+            sid = data.get("session_id")
+            # An id that is not a session id is never echoed (`--session ../../etc/passwd`).
+            data = {
+                **data,
+                "session_id": sid if isinstance(sid, str) and is_session_id(sid) else None,
+            }
+            data = self.redactor.value(data)
             if self.json:
                 message = {
                     "version": 1,
-                    "session_id": data.get("session_id"),
+                    "session_id": data["session_id"],
                     "seq": None,
                     "time": time.time(),
                     "kind": "result",
@@ -72,15 +94,18 @@ class Printer:
         """A diagnostic on stderr (both views): stdout stays what the run itself printed."""
         with self._lock:
             self._clear_progress()
-            self.err.write(f"jmp: note: {text}\n")
-            self.err.flush()
+            self._say(f"jmp: note: {text}\n")
 
     def error(self, exc: BaseException) -> None:
         """The error's message on stderr."""
         with self._lock:
             self._clear_progress()
-            self.err.write(f"jmp: error: {exc}\n")
-            self.err.flush()
+            self._say(f"jmp: error: {exc}\n")
+
+    def _say(self, text: str) -> None:
+        """The one way onto stderr: redacted and terminal-safe (stderr is for people)."""
+        self.err.write(terminal_safe(self.redactor.text(text)))
+        self.err.flush()
 
     def worker_wait(self, kind: str, started: bool) -> None:
         """A worker-start wait began or ended (kernel/supervision/waits): a live view shows
@@ -113,7 +138,8 @@ class Printer:
         data = event.data
         chars = getattr(data, "characters", None)
         what = f"{chars} characters" if chars is not None else "waiting"
-        self.out.write(f"\r\033[K  {data.stage} · {data.model or 'model'}: {what}…")
+        label = terminal_safe(self.redactor.text(f"{data.stage} · {data.model or 'model'}"))
+        self.out.write(f"\r\033[K  {label}: {what}…")
         self.out.flush()
         self._progress = True
 
@@ -124,8 +150,10 @@ class Printer:
             self._progress, self._wait_shown = False, None
 
     def _write(self, text: str) -> None:
+        """The one way onto stdout: redacted, and made inert for a terminal (readable view)."""
         self._clear_progress()
-        self.out.write(text)
+        text = self.redactor.text(text)
+        self.out.write(text if self.json else terminal_safe(text))
         self.out.flush()
 
 

@@ -98,6 +98,9 @@ def run(options: Any, printer: Any) -> int:
     clean_stale_runtime_dirs()  # a killed kernel's sockets under /tmp (issue 9, item 19)
     settings = Settings.environment()
     session, servers = _open(options, printer, settings)
+    # One redactor for every stream: the printer's (the environment's keys) joins the session's.
+    session.redactor.add(*printer.redactor.secrets)
+    printer.redactor = session.redactor
     if options.ack_interrupted:
         _note_nothing_pending(session, printer)
     cancel = threading.Event()

@@ -157,7 +157,12 @@ def check_task(path: str, inputs: Any) -> dict[str, Any]:
         )
     except subprocess.TimeoutExpired:
         return _failed(f"the script did not finish loading within {PROBE_TIMEOUT_S:g} s")
-    sys.stderr.write(done.stderr.decode("utf-8", "replace"))
+    from kernel.display import terminal_safe
+    from kernel.store.redact import Redactor, environment_secrets
+
+    # The probe has no key, but what it prints leaves jmp: redacted and inert like the rest.
+    said = Redactor(environment_secrets()).text(done.stderr.decode("utf-8", "replace"))
+    sys.stderr.write(terminal_safe(said))
     try:
         verdict = json.loads(done.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
     except (ValueError, IndexError):

@@ -1,19 +1,21 @@
 """What `jev-harness` prints: JSON lines with --json (like `jmp --json`), else a short view.
 
-Everything printed passes through the redactor: the configured keys never reach stdout or
-stderr.
+Everything printed passes `_write`: the redactor (every key variable that is set, the token
+formats) on both streams, and `terminal_safe` for the readable view and stderr, so no escape
+sequence from a page, a file name or an error acts on the terminal.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import sys
 import threading
 import time
 from typing import Any, TextIO
 
-KEY_VARIABLES = ("TYPESAFE_API_KEY", "FLASH_API_KEY", "DEEPSEEK_API_KEY", "CAMOFOX_ACCESS_KEY")
+from kernel.display import terminal_safe
+from kernel.store.redact import Redactor, environment_secrets
+
 PREVIEW = 160
 
 
@@ -27,17 +29,19 @@ class Output:
         self.session_id: str | None = None
         self.command = ""  # check-task, run or inspect: --json failures keep its shape
         self._lock = threading.Lock()
-        self._secrets = [v for k in KEY_VARIABLES if len(v := os.environ.get(k, "").strip()) >= 6]
+        self.redactor = Redactor(environment_secrets())
 
     def redact(self, text: str) -> str:
-        for secret in self._secrets:
-            text = text.replace(secret, "[REDACTED]")
-        return text
+        return self.redactor.text(text)
 
     def _write(self, text: str, stream: TextIO | None = None) -> None:
+        """The one way out: redacted; made inert unless it is --json stdout."""
         with self._lock:
             stream = stream or self.out
-            stream.write(self.redact(text))
+            text = self.redact(text)
+            if not (self.json and stream is self.out):
+                text = terminal_safe(text)
+            stream.write(text)
             stream.flush()
 
     def event(self, event: Any) -> None:
@@ -53,6 +57,7 @@ class Output:
 
     def result(self, data: dict[str, Any]) -> None:
         if self.json:
+            data = self.redactor.value(data)
             self._write(_message("result", data.get("session_id"), data) + "\n")
             return
         self._write(f"[{data.get('status')}] session {data.get('session_id')}\n")
@@ -61,7 +66,7 @@ class Output:
 
     def verdict(self, verdict: dict[str, Any]) -> None:
         if self.json:
-            self._write(json.dumps(verdict, ensure_ascii=False) + "\n")
+            self._write(json.dumps(self.redactor.value(verdict), ensure_ascii=False) + "\n")
             return
         tools = ", ".join(t.get("name", "?") for t in verdict.get("tools", []))
         head = "sound" if verdict.get("ok") else "not sound"
@@ -74,7 +79,7 @@ class Output:
 
     def report(self, report: dict[str, Any]) -> None:
         if self.json:
-            self._write(json.dumps(report, ensure_ascii=False) + "\n")
+            self._write(json.dumps(self.redactor.value(report), ensure_ascii=False) + "\n")
             return
         lines = [f"session {report['session_id']}: {report['status']}", report["summary"]]
         if report.get("artifact"):
@@ -103,7 +108,7 @@ class Output:
                 "session_dir": None,
                 "artifact": None,
             }
-            self._write(_message("result", self.session_id, data) + "\n")
+            self._write(_message("result", self.session_id, self.redactor.value(data)) + "\n")
         return 2
 
 

@@ -67,6 +67,8 @@ class LoadTask(Msg, frozen=True):
     goal: str
     context: Any = None
     limits: dict[str, Any] = msgspec.field(default_factory=dict)  # shown in observations
+    # The kernel's known secrets: the worker writes the report, so it redacts them itself.
+    secrets: list[str] = msgspec.field(default_factory=list)
 
 
 class TakeEntries(Msg, frozen=True):

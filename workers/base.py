@@ -108,7 +108,9 @@ def _watch_parent() -> Callable[[], bool]:
         _prctl(_PR_SET_CHILD_SUBREAPER, 1)
         signal.signal(signal.SIGTERM, lambda *_: _die(143))
         return lambda: _pidfd_dead(pidfd)
-    expected = int(os.environ.get(KERNEL_PID_ENV) or os.getppid())
+    # The kernel spawned us, so it is our parent. JMP_KERNEL_PID (a test's stand-in kernel
+    # only) is popped: our shells must not be pointed at the kernel's /proc entry.
+    expected = int(os.environ.pop(KERNEL_PID_ENV, "") or os.getppid())
     _prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
     # Orphans of our shells reparent to us, so psutil still finds them at kill time.
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)

@@ -84,6 +84,16 @@ def protected_dirs(workspace: Path, given: list[str]) -> tuple[Path, ...]:
     return tuple(d for d in dirs if d != workspace and d not in workspace.parents)
 
 
+def read_stdin_config() -> str:
+    """The MCP config the kernel wrote on our stdin; fd 0 becomes /dev/null afterwards, so
+    no shell inherits the pipe."""
+    data = sys.stdin.buffer.read()
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    return data.decode("utf-8")
+
+
 class ToolWorker:
     """Handler of the tool worker: ListTools, Validate and RunTool."""
 
@@ -92,7 +102,10 @@ class ToolWorker:
         parser.add_argument("--workspace", default=os.getcwd())
         parser.add_argument("--terminal-dir", default=None)
         parser.add_argument("--protect", action="append", default=[], metavar="DIR")
+        parser.add_argument("--mcp-config-stdin", action="store_true")
         args = parser.parse_args(argv)
+        # Read before any shell exists; the secrets never enter our environment.
+        self.mcp_config = read_stdin_config() if args.mcp_config_stdin else ""
         self.workspace = Path(args.workspace).resolve()
         self.protected = protected_dirs(self.workspace, args.protect)
         self.terminal_dir = args.terminal_dir
@@ -154,7 +167,7 @@ class ToolWorker:
         )
 
     def _start_mcp(self) -> None:
-        config = os.environ.get("JMP_MCP_SERVERS", "").strip()
+        config, self.mcp_config = self.mcp_config.strip(), ""
         if not config:
             return
         try:

@@ -1,13 +1,16 @@
 """MCP server configuration: read `{"mcpServers": {...}}` once, validate it, collect secrets.
 
 The kernel never talks MCP itself: it validates the file, adds the env and header values to the
-redactor's known credentials, and hands the normalized JSON to the tool worker (JMP_MCP_SERVERS).
+redactor's known credentials, and hands the normalized JSON to the tool worker on its stdin
+(never its environment, which the worker's shells would inherit).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+import urllib.parse
 from pathlib import Path
 from typing import Any, Literal
 
@@ -18,7 +21,6 @@ from kernel.errors import ConfigError
 PROJECT = Path(__file__).resolve().parents[2]
 DEFAULT_PATH = PROJECT / ".jmp" / "mcp.json"
 ENV_PATH = "JMP_MCP_CONFIG"
-ENV_SERVERS = "JMP_MCP_SERVERS"  # the tool worker reads the normalized config from here
 
 Transport = Literal["sse", "streamable-http", "http"]
 _TRANSPORTS = ("sse", "streamable-http", "http")
@@ -61,12 +63,18 @@ class McpServers:
 
     @property
     def secrets(self) -> list[str]:
-        """Every env and header value worth redacting (credentials live there)."""
+        """Every config value that is a credential (docs/MCP.md "Secrets" lists the fields):
+        env and header values, secret-named arguments, and the secret parts of URLs."""
         found: list[str] = []
         for server in self.servers.values():
-            values = server.env if isinstance(server, StdioServer) else server.headers
-            for value in values.values():
-                found.extend(_secret_parts(value))
+            if isinstance(server, StdioServer):
+                for value in server.env.values():
+                    found.extend(_secret_parts(value))
+                found.extend(_argument_secrets(server.args))
+            else:
+                for value in server.headers.values():
+                    found.extend(_secret_parts(value))
+                found.extend(_url_secrets(server.url))
         return sorted(set(found))
 
     def to_json(self) -> str:
@@ -212,3 +220,58 @@ def _secret_parts(value: str) -> list[str]:
     if token and scheme.lower() in {"bearer", "basic", "token", "apikey"}:
         parts.extend(_secret_parts(token.strip()))
     return parts
+
+
+# An argument or query parameter whose name says it carries a credential.
+_SECRET_NAME = re.compile(
+    r"key|token|secret|passw|passphrase|pwd|auth|credential|signature|cookie|^sig$", re.I
+)
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s\"']+")
+# A URL path segment or query value that looks like a token (long, letters and digits).
+_TOKENISH = re.compile(r"^(?=.*[A-Za-z])(?=.*[0-9])[A-Za-z0-9._~+/=-]{20,}$")
+
+
+def _argument_secrets(args: list[str]) -> list[str]:
+    """`--api-key=X`, `--token X`, `API_KEY=X` (a secret-named option's value), and the secret
+    parts of any URL among the arguments."""
+    found: list[str] = []
+    for i, arg in enumerate(args):
+        name, eq, value = arg.partition("=")
+        if "://" in name:  # a URL, not NAME=VALUE
+            eq = ""
+        elif eq and _SECRET_NAME.search(name.lstrip("-")):
+            found.extend(_secret_parts(value))
+        elif not eq and _is_secret_flag(arg) and i + 1 < len(args):
+            found.extend(_secret_parts(args[i + 1]))
+        for url in _URL.findall(arg):
+            found.extend(_url_secrets(url))
+    return found
+
+
+def _is_secret_flag(arg: str) -> bool:
+    """`--token`, `-api-key`: an option whose value follows as the next argument."""
+    return arg.startswith("-") and bool(_SECRET_NAME.search(arg.lstrip("-")))
+
+
+def _url_secrets(url: str) -> list[str]:
+    """The user info (password), secret-named or token-like query values, token-like path
+    segments of a URL."""
+    try:
+        parts = urllib.parse.urlsplit(url.strip())
+        query = urllib.parse.parse_qsl(parts.query, keep_blank_values=False)
+    except ValueError:
+        return []
+    found: list[str] = []
+    if parts.password:
+        found.extend(_secret_parts(parts.password))
+        found.extend(_secret_parts(parts.netloc.rpartition("@")[0]))
+    elif "@" in parts.netloc:
+        found.extend(_secret_parts(parts.netloc.rpartition("@")[0]))
+    for name, value in query:
+        if _SECRET_NAME.search(name) or _TOKENISH.match(value):
+            found.extend(_secret_parts(value))
+            raw = urllib.parse.quote(value, safe="")
+            if raw != value:  # the form it has inside the URL text
+                found.extend(_secret_parts(raw))
+    found.extend(seg for seg in parts.path.split("/") if _TOKENISH.match(seg))
+    return found

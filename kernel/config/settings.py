@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kernel.errors import ConfigError
+from kernel.store.redact import environment_secrets
 
 JEV_CONTEXT_LIMIT = 28000
 OFFLOAD_POLICIES = ("deterministic", "off")
@@ -74,6 +75,8 @@ class Settings:
     flash_arguments_chars: int = 1_000_000
     bash_timeout_s: float = 300.0
     bash_output_bytes: int = 5_000_000
+    # Every key variable that was set, used or not (DEEPSEEK_API_KEY beside FLASH_API_KEY).
+    other_secrets: tuple[str, ...] = field(default=(), repr=False)
 
     @classmethod
     def environment(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -95,6 +98,7 @@ class Settings:
             flash_answer_chars=_int(env, "JMP_FLASH_ANSWER_CHARS", cls.flash_answer_chars),
             flash_arguments_chars=_int(env, "JMP_FLASH_ARGUMENTS_CHARS", cls.flash_arguments_chars),
             **bash_limits(env),
+            other_secrets=environment_secrets(env),
         )
         settings.validate()
         return settings
@@ -129,8 +133,9 @@ class Settings:
 
     @property
     def secrets(self) -> tuple[str, ...]:
-        """Known credentials, for the redactor."""
-        return tuple(s for s in (self.typesafe_api_key, self.flash_api_key) if s)
+        """Known credentials, for the redactor: every key variable that is set."""
+        keys = (self.typesafe_api_key, self.flash_api_key, *self.other_secrets)
+        return tuple(dict.fromkeys(s for s in keys if s))
 
     def router_env(self) -> dict[str, str]:
         """Environment for the router worker (its key travels only here)."""

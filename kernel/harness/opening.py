@@ -94,7 +94,7 @@ def open_run(
     secrets = [*settings.secrets, *(os.environ.get(k, "") for k in EXTRA_SECRETS)]
     redactor = Redactor(tuple(s for s in secrets if s))
     runtime = make_runtime_dir()
-    harness = HarnessWorker(runtime, redactor.text)
+    harness = HarnessWorker(runtime, redactor.text, tuple(sorted(redactor.secrets)))
     try:
         harness.start()
         limit_view = {"max_steps": limits.max_steps, "timeout_s": limits.timeout_s}

@@ -8,6 +8,7 @@ environment: it runs the task script's code. The router gets only the Jev key.
 from __future__ import annotations
 
 import itertools
+import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
@@ -48,10 +49,15 @@ def _next_id(prefix: str) -> str:
 class HarnessWorker:
     """The harness worker process: it alone holds the task, its toolkits and its store."""
 
-    def __init__(self, runtime_dir: Path, redact: Callable[[str], str]) -> None:
+    def __init__(
+        self, runtime_dir: Path, redact: Callable[[str], str], secrets: tuple[str, ...] = ()
+    ) -> None:
+        self.secrets = secrets  # sent with LoadTask: the worker redacts the report it writes
         # Model keys never reach code that a task script brings along.
         env: dict[str, str | None] = dict.fromkeys(MODEL_KEYS)
         env["PYTHONDONTWRITEBYTECODE"] = "1"
+        # The one key a toolkit uses (camofox); workers inherit no key, so it is named here.
+        env["CAMOFOX_ACCESS_KEY"] = os.environ.get("CAMOFOX_ACCESS_KEY") or None
         self.worker = Worker("harness", runtime_dir, env=env, redact=redact)
 
     def start(self) -> None:
@@ -81,6 +87,7 @@ class HarnessWorker:
             goal=goal,
             context=context,
             limits=limits,
+            secrets=list(self.secrets),
         )
         # A script that hangs while loading is stopped within the run's own time limit.
         limit = max(1.0, min(LOAD_TIMEOUT_S, timeout_s))

@@ -130,6 +130,9 @@ class Agent:
         )
         self.instructions = instructions
         self.cancel = cancel or threading.Event()
+        # One redactor for every stream: the tool worker's output passes the session's.
+        session.redactor.add(*getattr(tools.servers, "secrets", ()))
+        tools.redactor = session.redactor
         self.step = ToolStep(session, models, tools, self.policy, instructions, self.cancel)
 
     # --- public ---------------------------------------------------------------------

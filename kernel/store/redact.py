@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from typing import Any
 
-REDACTED = "[REDACTED]"
-MIN_SECRET_CHARS = 6  # shorter values would redact ordinary words and numbers
+from protocol.secrets import KEY_VARIABLES, MIN_SECRET_CHARS, REDACTED, TOKEN_PATTERNS
 
-# Formats no prose or code contains by accident. Kept short on purpose: a broad pattern would
-# eat hashes, ids and file contents the agent needs to see verbatim.
-TOKEN_PATTERNS = (
-    r"sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}",  # OpenAI, DeepSeek, Anthropic style keys
-    r"gh[pousr]_[A-Za-z0-9]{30,}",  # GitHub tokens
-    r"github_pat_[A-Za-z0-9_]{30,}",
-    r"xox[abposr]-[A-Za-z0-9-]{10,}",  # Slack tokens
-    r"AKIA[0-9A-Z]{16}",  # AWS access key ids
-    r"(?<=[Bb]earer )[A-Za-z0-9._~+/=-]{20,}",  # the token only: "Bearer" stays readable
-)
+__all__ = ["REDACTED", "TOKEN_PATTERNS", "Redactor", "environment_secrets"]
+
+
+def environment_secrets(env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+    """The value of every key variable that is set (protocol/secrets.py), used or not."""
+    env = os.environ if env is None else env
+    return tuple(v for v in (env.get(name, "") for name in KEY_VARIABLES) if v.strip())
 
 
 class Redactor:

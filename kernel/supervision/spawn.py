@@ -12,6 +12,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
 from typing import IO, Any, Protocol
 
 from kernel.supervision import pool_client
@@ -45,23 +46,43 @@ class ColdProc:
         return self.popen.wait()
 
 
-def spawn_process(argv: list[str], env: dict[str, str], piped: bool) -> Proc:
+def spawn_process(
+    argv: list[str], env: dict[str, str], piped: bool, stdin_data: bytes | None = None
+) -> Proc:
     """The worker, warm if the pool serves it, else cold. `piped`: stdout and stderr come back
-    as pipes (for the redactor); otherwise both go to our stderr (or /dev/null without one)."""
-    if pool_client.enabled():
+    as pipes (for the redactor); otherwise both go to our stderr (or /dev/null without one).
+    `stdin_data` (secrets: the MCP config) is written to the worker's stdin and never travels
+    in its environment; the pool gives its workers /dev/null, so such a worker starts cold."""
+    if pool_client.enabled() and stdin_data is None:
         warm = _warm(argv, env, piped)
         if warm is not None:
             return warm
     stderr_fd = _stderr_fd()
     popen = subprocess.Popen(
         argv,
-        stdin=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
         stdout=subprocess.PIPE if piped else (stderr_fd if stderr_fd >= 0 else subprocess.DEVNULL),
         stderr=subprocess.PIPE if piped else None,
         env=env,
         start_new_session=True,
     )
+    if stdin_data is not None:
+        _hand_over(popen, stdin_data)
     return ColdProc(popen)
+
+
+def _hand_over(popen: subprocess.Popen[bytes], data: bytes) -> None:
+    """Write `data` to the worker's stdin and close it, from a thread (a large config would
+    fill the pipe before the worker reads it). A worker that dies first just loses it."""
+
+    def write() -> None:
+        assert popen.stdin is not None
+        with contextlib.suppress(OSError, ValueError):
+            popen.stdin.write(data)
+        with contextlib.suppress(OSError, ValueError):
+            popen.stdin.close()
+
+    threading.Thread(target=write, daemon=True, name="worker-stdin").start()
 
 
 def _warm(argv: list[str], env: dict[str, str], piped: bool) -> Proc | None:

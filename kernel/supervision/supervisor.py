@@ -7,6 +7,8 @@ replies to the one waiting `request`. Whatever happens, `close()` leaves no proc
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import logging
 import os
 import signal
@@ -24,12 +26,14 @@ from kernel.supervision.runtime import make_runtime_dir
 from kernel.supervision.waits import waiting
 from kernel.supervision.wire import Death, WireThread
 from protocol.messages import Cancel, Failed, ModelUsage, Progress, Ready, Shutdown
+from protocol.secrets import KERNEL_ONLY_VARIABLES, KEY_VARIABLES
 
 log = logging.getLogger("jmp.supervisor")
 ROOT = Path(__file__).resolve().parents[2]
 CANCEL_GRACE_S = 2.0  # a cancelled request gets this long to answer before the kill
 SHUTDOWN_GRACE_S = 1.0
 IPC_PATH_MAX = 107  # sun_path is 108 bytes including the NUL
+_PR_SET_DUMPABLE = 4
 
 
 class WorkerDied(JmpError):
@@ -70,6 +74,17 @@ def _signame(sig: int) -> str:
         return f"signal {sig}"
 
 
+def forbid_inspection() -> None:
+    """Make this process non-dumpable (PR_SET_DUMPABLE 0): a same-user process, a shell the
+    model started among them, can then read neither /proc/PID/environ nor /proc/PID/mem of it.
+
+    It holds the keys (issue 9, item 3). Root ignores the flag; core dumps and same-user
+    debuggers (py-spy, gdb -p) are refused too. Idempotent; a no-op where prctl is missing.
+    """
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
 class Worker:
     """One worker subprocess and the socket to it. Not for concurrent requests."""
 
@@ -82,9 +97,11 @@ class Worker:
         *,
         module: str | None = None,
         redact: Callable[[str], str] | None = None,
+        stdin_data: bytes | None = None,
     ) -> None:
         self.kind = kind
         self.redact = redact  # applied to everything the worker prints
+        self.stdin_data = stdin_data  # what the worker reads on stdin at start (secrets)
         self.runtime_dir = Path(runtime_dir)
         self.endpoint = f"ipc://{self.runtime_dir / kind}.sock"
         if len(self.endpoint) - len("ipc://") > IPC_PATH_MAX:
@@ -104,20 +121,25 @@ class Worker:
         if self._wire is not None:
             raise RuntimeError(f"{self.kind} worker already started")
         self.runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-        # A None value removes the variable (model keys never reach the tool worker's shells).
-        merged = {**os.environ, **(self.env or {})}
+        forbid_inspection()  # before the first child: no descendant may read our keys
+        # No worker inherits a key or a kernel-only variable: each gets only what `env` names
+        # (a model worker its own key). A None value removes the variable.
+        hidden = (*KEY_VARIABLES, *KERNEL_ONLY_VARIABLES)
+        inherited = {k: v for k, v in os.environ.items() if k not in hidden}
+        merged = {**inherited, **(self.env or {})}
         env = {k: v for k, v in merged.items() if v is not None}
         env.update(
             {
                 TOKEN_ENV: self.token,
-                "JMP_KERNEL_PID": str(os.getpid()),
                 "LITELLM_LOCAL_MODEL_COST_MAP": "True",
                 "OPENHANDS_SUPPRESS_BANNER": "1",
             }
         )
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         argv = [sys.executable, "-m", self.module, self.endpoint, *self.argv]
-        self._wire = WireThread(self.kind, self.endpoint, argv, env, self.token, self.redact)
+        self._wire = WireThread(
+            self.kind, self.endpoint, argv, env, self.token, self.redact, self.stdin_data
+        )
         self._wire.begin()
 
     @property
@@ -247,4 +269,11 @@ def _unwrap(msg: Any) -> Any:
     return msg
 
 
-__all__ = ["Cancelled", "Worker", "WorkerDied", "WorkerFailed", "make_runtime_dir"]
+__all__ = [
+    "Cancelled",
+    "Worker",
+    "WorkerDied",
+    "WorkerFailed",
+    "forbid_inspection",
+    "make_runtime_dir",
+]

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from kernel.config.settings import MODEL_KEYS
-from kernel.store.redact import Redactor
+from kernel.store.redact import Redactor, environment_secrets
 from kernel.supervision.supervisor import Worker, make_runtime_dir
 from protocol.messages import (
     ListTools,
@@ -54,7 +54,9 @@ class Tools:
         self._runtime_dir: Path | None = None
         self._specs: list[ToolSpec] | None = None
         self._lock = threading.Lock()
-        self._redactor: Redactor | None = None
+        # What the worker and its MCP servers print passes this; the Agent hands over the
+        # session's redactor (every key and MCP secret). Alone, Tools knows the environment's.
+        self.redactor: Redactor | None = None
 
     def start(self) -> None:
         """Spawn the tool worker now and return at once; idempotent while it lives, and a
@@ -66,17 +68,26 @@ class Tools:
                 return
             if self._runtime_dir is None:
                 self._runtime_dir = make_runtime_dir()
+            config = self._config()
+            argv = self._argv() + (["--mcp-config-stdin"] if config else [])
             worker = Worker(
-                "tool", self._runtime_dir, env=self._env(), argv=self._argv(), redact=self._redact
+                "tool",
+                self._runtime_dir,
+                env=dict.fromkeys(MODEL_KEYS),
+                argv=argv,
+                redact=self._redact,
+                stdin_data=config,
             )
             worker.start()
             self._worker = worker
 
     def _redact(self, text: str) -> str:
-        """MCP secrets (and token formats) out of what the worker and its servers print."""
-        if self._redactor is None:
-            self._redactor = Redactor(getattr(self.servers, "secrets", ()))
-        return self._redactor.text(text)
+        """Every known secret (keys, MCP secrets, token formats) out of what the worker and its
+        servers print: an MCP server that logs its arguments must not leak a model key."""
+        if self.redactor is None:
+            secrets = (*environment_secrets(), *getattr(self.servers, "secrets", ()))
+            self.redactor = Redactor(secrets)
+        return self.redactor.text(text)
 
     def _argv(self) -> list[str]:
         return [
@@ -90,13 +101,16 @@ class Tools:
             str(self.terminal_dir.parent),
         ]
 
-    def _env(self) -> dict[str, str | None]:
-        # Model keys stay out of the tool worker: its shells run whatever the model asked for.
-        env: dict[str, str | None] = dict.fromkeys(MODEL_KEYS)
+    def _config(self) -> bytes | None:
+        """The MCP config (secrets included) for the worker's stdin, or None without servers.
+
+        Never the environment: the worker's shells inherit that (issue 9, item 4). The
+        supervisor already keeps every key variable out of this worker's environment.
+        """
         text = self.servers.to_json() if self.servers is not None else ""
         if text and json.loads(text).get("mcpServers"):
-            env["JMP_MCP_SERVERS"] = text
-        return env
+            return text.encode()
+        return None
 
     @property
     def worker(self) -> Worker:

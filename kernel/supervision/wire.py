@@ -54,9 +54,11 @@ class WireThread:
         env: dict[str, str],
         token: str,
         redact: Callable[[str], str] | None = None,
+        stdin_data: bytes | None = None,
     ) -> None:
         self.kind, self.endpoint, self.argv, self.env, self.token = kind, endpoint, argv, env, token
         self.redact = redact
+        self.stdin_data = stdin_data  # handed over on a pipe, never through the environment
         self.inbox: queue.Queue[Any] = queue.Queue()
         self.outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.death: Death | None = None
@@ -131,7 +133,9 @@ class WireThread:
             sock.bind(self.endpoint)
             # A worker's stdout goes to our stderr: with --json, stdout carries JSON lines only.
             # Forked by the warm pool when it can, else spawned cold (kernel/supervision/spawn).
-            proc = spawn_process(self.argv, self.env, piped=self.redact is not None)
+            proc = spawn_process(
+                self.argv, self.env, piped=self.redact is not None, stdin_data=self.stdin_data
+            )
             if self.redact is not None:
                 _forward_redacted(proc, self.redact)
         except BaseException as exc:
@@ -237,6 +241,7 @@ class WireThread:
     def _drop(self, why: str) -> None:
         self._bad_frames += 1
         if self._bad_frames <= _MAX_BAD_LOGS:
+            why = self.redact(why) if self.redact is not None else why
             log.warning("%s worker: dropped a frame: %s", self.kind, why)
         elif self._bad_frames == _MAX_BAD_LOGS + 1:
             log.warning("%s worker: dropping further bad frames silently", self.kind)

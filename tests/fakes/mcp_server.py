@@ -14,6 +14,8 @@ Env FAKE_MCP_SLOW_MARK=PATH: slow and block create PATH when they start sleeping
 Env FAKE_MCP_STDERR_ECHO=NAME: print NAME=<value> to stderr at start (a server leaking a secret).
 Env FAKE_MCP_WITNESS=PATH: also serve `witness` (appends "<id> <unix time>" to PATH, then sleeps
 `seconds`): the chaos runner's proof that a call ran, and how often.
+Env FAKE_MCP_STDERR_ARGS=1: print its whole command line to stderr at start (`--api-key K` and
+`--note TEXT` are accepted and ignored, so a test can pass secrets as arguments).
 """
 
 from __future__ import annotations
@@ -194,7 +196,12 @@ def main() -> int:
     parser.add_argument("--fail-start", action="store_true")
     parser.add_argument("--pid-file", default=None)
     parser.add_argument("--http-port-file", default=None, help="serve HTTP, write the port here")
+    parser.add_argument("--api-key", default=None)
+    parser.add_argument("--note", default=None)
     options = parser.parse_args()
+    if os.environ.get("FAKE_MCP_STDERR_ARGS"):  # a careless server that logs its arguments
+        sys.stderr.write(f"fake mcp server: argv={sys.argv!r}\n")
+        sys.stderr.flush()
     if options.fail_start:
         sys.stderr.write("fake mcp server: refusing to start\n")
         return 3
