@@ -29,24 +29,21 @@ class _RedactingFormatter(logging.Formatter):
         return self.redactor.text(super().format(record))
 
 
-class _RedactingWriter:
-    """The SDK's stdout writer with every JSON-RPC line passed through the redactor.
+def _redact_writes(writer: Any, redactor: Redactor) -> None:
+    """Every JSON-RPC line the SDK writes passes the redactor first.
 
     The SDK writes each message as one whole line (`write` then `drain`), so this is the one
     choke point of stdout: updates and errors are redacted before they get here, and whatever
-    else a response carries (titles, listings, messages) is redacted here.
+    else a response carries (titles, listings, messages) is redacted here. The SDK insists on a
+    real StreamWriter, so its `write` is wrapped in place.
     """
+    plain = writer.write
 
-    def __init__(self, writer: Any, redactor: Redactor) -> None:
-        self._writer = writer
-        self._redactor = redactor
+    def write(data: bytes) -> None:
+        text = redactor.text(bytes(data).decode("utf-8", "surrogateescape"))
+        plain(text.encode("utf-8", "surrogateescape"))
 
-    def write(self, data: bytes) -> None:
-        text = self._redactor.text(data.decode("utf-8", "surrogateescape"))
-        self._writer.write(text.encode("utf-8", "surrogateescape"))
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._writer, name)
+    writer.write = write
 
 
 def serve(sessions_dir: str | None = None) -> int:
@@ -78,8 +75,8 @@ async def _serve(config: Any, out: Any) -> None:
     finally:
         sys.stdout = saved
     # The SDK's router answers "method not found" for the Agent methods jmp leaves out.
-    clean = _RedactingWriter(writer, config.redactor)
-    serving = asyncio.ensure_future(run_agent(cast("Agent", agent), clean, reader))  # type: ignore[arg-type]
+    _redact_writes(writer, config.redactor)
+    serving = asyncio.ensure_future(run_agent(cast("Agent", agent), writer, reader))
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, serving.cancel)

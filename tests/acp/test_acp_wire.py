@@ -106,3 +106,31 @@ def test_acp_takes_no_prompt_or_session_option(jmp: Jmp) -> None:
         )
         assert proc.returncode == 2, extra
         assert "--acp takes no" in proc.stderr and proc.stdout == ""
+
+
+def test_every_line_on_stdout_passes_the_redactor(jmp: Jmp) -> None:
+    """Issue 9 item 2: a session stored before a key was known (an older jmp, or a key set
+    later) is listed and loaded without it; every JSON-RPC line passes the redactor."""
+    late_key = "deepseek-late-Qm3Xr8Vt1Lp6"
+    source = ROOT / "tests" / "data" / "events" / "v1" / "basic.jsonl"
+    sid = "5f0c2a9e8b7d4c6a9e1f3b2d7c8a6e40"
+    text = source.read_text().replace("/home/dev/projects/calc", str(jmp.workspace))
+    text = text.replace("My key is [REDACTED].", f"My key is {late_key}.")
+    (jmp.home / sid).mkdir(parents=True)
+    (jmp.home / sid / "events.jsonl").write_text(text)
+    jmp.extra_env["DEEPSEEK_API_KEY"] = late_key  # set beside FLASH_API_KEY: unused, a secret
+    wire = Wire(jmp)
+    try:
+        wire.call("initialize", {"protocolVersion": 1})
+        listed = wire.call("session/list", {"cwd": str(jmp.workspace)})
+        (info,) = listed["result"]["sessions"]
+        assert info["sessionId"] == sid and "[REDACTED]" in info["title"]
+        loaded = wire.call(
+            "session/load", {"sessionId": sid, "cwd": str(jmp.workspace), "mcpServers": []}
+        )
+        assert "error" not in loaded, loaded
+    finally:
+        code, rest = wire.close()
+    everything = b"".join(wire.lines) + rest
+    assert code == 0 and late_key.encode() not in everything
+    assert b"[REDACTED]" in b"".join(wire.lines[2:])  # the replayed request

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness.helpers import ROOT, HarnessCli
+from tests.harness.helpers import JEV_KEY, ROOT, HarnessCli
 from tests.servers.jev import JevServer
 
 EXAMPLE = ROOT / "examples" / "workspace_task.py"
@@ -86,3 +86,18 @@ def test_symlinks_and_a_fifo_neither_leak_nor_hang(cli: HarnessCli) -> None:
         if path.is_file():
             assert SECRET.encode() not in path.read_bytes(), path
     assert SECRET not in json.dumps(cli.jev.systemone_bodies())
+
+
+def test_a_captured_key_is_redacted_in_the_report_the_worker_writes(cli: HarnessCli) -> None:
+    """Issue 9 item 5: the harness worker writes the report itself, so it gets the known
+    secrets (LoadTask.secrets) and redacts them; the quote still matches its marker."""
+    inputs = corpus(cli, hostile=False)
+    notes = cli.cwd / "proj" / "docs" / "notes.md"
+    notes.write_text(notes.read_text().replace("chosen in May", f"key {JEV_KEY} in May"))
+    cli.jev.script(STEPS)
+    out = cli.run(EXAMPLE, "Find the release codename", inputs)
+    check_completed(cli, out)
+    report = (cli.cwd / "r.json").read_text()
+    assert JEV_KEY not in report and "[REDACTED]" in report
+    assert JEV_KEY not in out.stdout + out.stderr
+    assert JEV_KEY not in json.dumps(cli.jev.systemone_bodies())
