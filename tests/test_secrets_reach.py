@@ -170,7 +170,8 @@ def test_the_shell_reaches_no_key_no_kernel_and_no_mcp_config(cli: Cli) -> None:
     done = subprocess.run(
         _as_ordinary_user([*argv, "look around"]),
         cwd=cli.workspace,
-        env=_env(cli),
+        # No shared warm pool: one started from here would keep our dropped capabilities.
+        env=_env(cli, JMP_WARM="0"),
         capture_output=True,
         text=True,
         timeout=380,
