@@ -9,6 +9,7 @@ import pytest
 
 from tests.harness.helpers import JEV_KEY, ROOT, SCRIPTS, HarnessCli
 from tests.servers.jev import JevServer
+from tests.servers.site import MARKER, SiteServer
 
 PICK = SCRIPTS / "pick_task.py"
 
@@ -45,3 +46,21 @@ def test_check_task_writes_nothing_and_lists_the_built_tools(cli: HarnessCli) ->
     assert "save_report" in {t["name"] for t in shown["tools"]} and shown["labels"] == ["m"]
     assert sorted(p.name for p in cli.cwd.iterdir()) == ["workspace_task.py"]
     assert not cli.home.exists()
+
+
+def test_max_steps_does_not_count_the_entry_capture(cli: HarnessCli) -> None:
+    """HARNESS.md 6: `--max-steps` counts executed operations, the entry capture not counted;
+    HARNESS.md 5: the entry capture is itself a tool_started / tool_finished pair."""
+    with SiteServer() as site:
+        cli.jev.script([{"tool": "web.open_link"}, {"web.open_link.link": "marker"}])
+        inputs = {
+            "url": site.url + "/",
+            "allowed_origins": [site.url],
+            "markers": [MARKER],
+            "output": "report.json",
+        }
+        out = cli.run(ROOT / "examples" / "research_task.py", "find it", inputs, "--max-steps", "1")
+        assert out.code == 2, out.stderr[-2000:]
+        assert out.result["status"] == "blocked" and "max steps" in out.result["summary"]
+        assert len(out.of("tool_started")) == 2 == len(out.of("tool_finished"))  # entry + one
+        assert site.count("/") == 1 and site.count("/marker") == 1
