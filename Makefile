@@ -25,11 +25,13 @@ bench:
 	$(PY) -m bench
 
 # Random SIGKILLs and faults against jmp, invariants checked (README "Resilience").
-# CHAOS_ITERATIONS x ~1-3 min each on a busy 2-core machine; CHAOS_JMP='cmd' tests another jmp.
-CHAOS_ITERATIONS ?= 6
+# At most CHAOS_ITERATIONS iterations, none started after CHAOS_MINUTES (~10 min in all);
+# CHAOS_JMP='cmd' tests another jmp.
+CHAOS_ITERATIONS ?= 20
+CHAOS_MINUTES ?= 9
 CHAOS_SEED ?= 1
 chaos:
-	$(PY) -m tests.chaos --iterations $(CHAOS_ITERATIONS) --seed $(CHAOS_SEED) $(if $(CHAOS_JMP),--jmp '$(CHAOS_JMP)')
+	$(PY) -m tests.chaos --iterations $(CHAOS_ITERATIONS) --minutes $(CHAOS_MINUTES) --seed $(CHAOS_SEED) $(if $(CHAOS_JMP),--jmp '$(CHAOS_JMP)')
 
 demo:
 	$(PY) -m tests.servers.demo

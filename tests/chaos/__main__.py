@@ -30,6 +30,7 @@ def campaign(
     keep: bool = False,
     log: bool = True,
     short: bool = False,
+    minutes: float | None = None,
 ) -> tuple[Counter[str], list[IterationReport], float]:
     """Run the iterations in order; returns the summed figures, the reports and wall time."""
     command = jmp_command(jmp)
@@ -40,6 +41,8 @@ def campaign(
     started = time.monotonic()
     try:
         for index in range(first, first + iterations):
+            if minutes is not None and time.monotonic() - started > minutes * 60:
+                break  # the time budget is spent: no new iteration starts
             report = run_iteration(make_plan(seed, index, short=short), base, command, keep=keep)
             reports.append(report)
             totals.update(report.figures)
@@ -81,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", type=Path, default=None, help="where iterations run")
     parser.add_argument("--keep", action="store_true", help="keep every iteration's directory")
     parser.add_argument("--short", action="store_true", help="one request, at most two kills")
+    parser.add_argument("--minutes", type=float, default=None, help="start no iteration after")
     options = parser.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the current run with us
     totals, reports, wall = campaign(
@@ -91,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         options.dir,
         options.keep,
         short=options.short,
+        minutes=options.minutes,
     )
     print(table(totals, wall))
     for report in reports:
