@@ -143,6 +143,31 @@ def test_ack_of_a_call_left_pending_after_the_answer_reruns_nothing(world: World
     assert cli.requests_seen() == seen and world.witness.read_text() == "RERUN\n"
 
 
+def test_an_error_session_retries_inference_and_never_repeats_a_recorded_call(
+    world: World,
+) -> None:
+    cli = world.cli
+    witness = cli.workspace / "again.txt"
+    cli.jev.script([{"route": "bash"}])
+    cli.flash.queue([tool_call(command="echo AGAIN >> again.txt")])
+    cli.jev.fault("delay", count=1)  # the first route passes (a zero delay) ...
+    cli.jev.fault("http500", count=20)  # ... the route after the command fails for good
+    first = cli.run("--no-mcp", "append AGAIN to again.txt")
+    _reset(cli)
+    assert first.result["status"] == "error", first.stderr[-2000:]
+    assert witness.read_text() == "AGAIN\n"
+    sid = first.result["session_id"]
+    cli.jev.script([{"route": "done"}, {"completion_review": "complete"}])
+    cli.flash.queue([{"text": "Already done."}])
+    retried = cli.run("--session", sid, "--ack-interrupted")
+    assert retried.code == 0 and retried.result["summary"] == "Already done."
+    assert "nothing to acknowledge" in retried.stderr
+    seen = cli.requests_seen()
+    replayed = cli.run("--session", sid, "--ack-interrupted")
+    assert replayed.code == 0 and replayed.result["summary"] == "Already done."
+    assert cli.requests_seen() == seen and witness.read_text() == "AGAIN\n"
+
+
 # ---- item 17: workspace and flag combinations -------------------------------------------------
 
 
