@@ -9,21 +9,6 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-INSTRUCTIONS = """\
-You are jmp, a careful local coding agent working in the user's workspace.
-Work step by step with the tools offered: read files before editing them, make the smallest
-change that does what the user asked, and run the project's own commands to check your work.
-Facts come only from tool results in this session; earlier answers are conversation, not
-evidence. A call whose outcome is uncertain (interrupted) was not re-run: check its effect
-before relying on it. Never invent tool output. When the request is done, or when you need
-the user, say so plainly. Paths are relative to the workspace unless absolute inside it."""
-
-
-def instructions() -> str:
-    """The system instructions given to both models."""
-    return INSTRUCTIONS
-
-
 _BOUNDARY = {
     "Session": "kernel.store.session",
     "Models": "kernel.supervision.models",
@@ -32,6 +17,8 @@ _BOUNDARY = {
     "Settings": "kernel.config.settings",
     "ContextPolicy": "kernel.context.policy",
     "load_servers": "kernel.config.mcp",
+    "instructions": "kernel.loop.prompts",
+    "INSTRUCTIONS": "kernel.loop.prompts",
 }
 
 

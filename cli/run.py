@@ -90,10 +90,10 @@ def run(options: Any, printer: Any) -> int:
     """Drive the agent for one invocation; exit 0 for completed/compacted, else 2."""
     from kernel.config.settings import Settings
     from kernel.loop.agent import Agent
+    from kernel.loop.prompts import instructions
     from kernel.supervision.models import Models
     from kernel.supervision.runtime import clean_stale_runtime_dirs
     from kernel.supervision.tools import Tools
-    from main import instructions
 
     clean_stale_runtime_dirs()  # a killed kernel's sockets under /tmp (issue 9, item 19)
     settings = Settings.environment()

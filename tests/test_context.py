@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kernel.context.compact import compact
 from kernel.context.policy import (
     ContextPolicy,
-    compact,
     load_latest_checkpoint,
     project_session,
     write_checkpoint,

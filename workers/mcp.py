@@ -29,9 +29,9 @@ import psutil
 from openhands.sdk.mcp import MCPServer, create_mcp_tools
 from openhands.sdk.mcp.client import MCPClient
 
-from kernel.config.mcp import McpServers, RemoteServer, ServerConfig, parse_servers
-from kernel.supervision.proctree import TOKEN_ENV as TREE_TOKEN_ENV
+from protocol.mcp_config import RemoteServer, ServerConfig, parse_servers, server_secrets
 from protocol.messages import ToolSpec
+from protocol.spawn import TOKEN_ENV as TREE_TOKEN_ENV
 
 TOOL_LIMIT = 250  # CONTRACT 10: advertised tools, the `recall` built-in included
 MAX_MCP_TOOLS = TOOL_LIMIT - 1
@@ -81,7 +81,7 @@ def start_toolset(
     """
     servers = parse_servers(config if "mcpServers" in config else {"mcpServers": config})
     token = uuid.uuid4().hex
-    secrets = McpServers(servers, None).secrets
+    secrets = server_secrets(servers)
     started: dict[str, _Server] = {}
     failed: dict[str, str] = {}
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, len(servers))) as pool:

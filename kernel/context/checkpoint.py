@@ -18,7 +18,7 @@ from kernel.context.render import archive_calls
 from kernel.context.state import MAX_SNAPSHOTS, State, fold
 from kernel.errors import JmpError
 from kernel.store.guard import read_nofollow, storage_error
-from protocol.events import CompactionData, Event
+from protocol.events import Event
 
 CHECKPOINT_FORMAT = 1
 NAME = re.compile(r"^context-(\d+)\.json$")
@@ -113,21 +113,3 @@ def usable(checkpoint: Checkpoint, events: list[Event]) -> bool:
     last = events[-1].seq or 0
     state = checkpoint.state
     return state.session_id == events[0].session_id and checkpoint.through <= last
-
-
-def compact(session: object, policy: object | None = None) -> list[CompactionData]:
-    """Write the checkpoint of the session's log and append one `compaction` event per audience."""
-    from kernel.context.policy import AUDIENCES, ContextPolicy  # the policy module imports this one
-
-    chosen = policy if isinstance(policy, ContextPolicy) else ContextPolicy()
-    events = session.events  # type: ignore[attr-defined]
-    data, info = chosen.checkpoint(events, AUDIENCES[0])
-    name = write_checkpoint(session.directory, data, info.through)  # type: ignore[attr-defined]
-    written = []
-    for audience in AUDIENCES:
-        record = CompactionData(
-            audience=audience, through=info.through, checkpoint=name, method="deterministic"
-        )
-        session.append(record, durable=True)  # type: ignore[attr-defined]
-        written.append(record)
-    return written

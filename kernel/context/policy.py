@@ -16,7 +16,6 @@ from kernel.context.cache import FoldCache
 from kernel.context.checkpoint import (
     Checkpoint,
     build_checkpoint,
-    compact,
     load_latest_checkpoint,
     usable,
     write_checkpoint,
@@ -35,7 +34,6 @@ __all__ = [
     "ContextPolicy",
     "FoldCache",
     "Projection",
-    "compact",
     "load_latest_checkpoint",
     "project_session",
     "write_checkpoint",

@@ -399,12 +399,12 @@ class Agent:
                 break
             since += 1
         if since >= AUTO_COMPACT_EVENTS:
-            from kernel.context.checkpoint import compact
+            from kernel.context.compact import compact
 
             compact(self.session, self.policy)
 
     def _compact(self) -> str:
-        from kernel.context.checkpoint import compact
+        from kernel.context.compact import compact
 
         written = compact(self.session, self.policy)
         return f"Compacted locally: {len(written)} checkpoint(s), no model call."

@@ -1,8 +1,26 @@
-"""Fixed texts the kernel sends to the models (tool descriptions: protocol/catalog.py)."""
+"""Fixed texts the kernel sends to the models: the instructions and the questions.
+
+Tool descriptions live in protocol/catalog.py.
+"""
 
 from __future__ import annotations
 
 from protocol import catalog
+
+INSTRUCTIONS = """\
+You are jmp, a careful local coding agent working in the user's workspace.
+Work step by step with the tools offered: read files before editing them, make the smallest
+change that does what the user asked, and run the project's own commands to check your work.
+Facts come only from tool results in this session; earlier answers are conversation, not
+evidence. A call whose outcome is uncertain (interrupted) was not re-run: check its effect
+before relying on it. Never invent tool output. When the request is done, or when you need
+the user, say so plainly. Paths are relative to the workspace unless absolute inside it."""
+
+
+def instructions() -> str:
+    """The system instructions given to both models."""
+    return INSTRUCTIONS
+
 
 BUILTIN_TOOLS: dict[str, str] = {t.name: t.description for t in catalog.WORKER_TOOLS}
 RECALL_DESCRIPTION = catalog.RECALL.description

@@ -14,7 +14,7 @@ import signal
 
 import psutil
 
-TOKEN_ENV = "JMP_WORKER_TOKEN"
+from protocol.spawn import TOKEN_ENV
 
 
 class TreeRecord:

@@ -21,12 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from kernel.errors import JmpError
-from kernel.supervision.proctree import TOKEN_ENV
 from kernel.supervision.runtime import make_runtime_dir
 from kernel.supervision.waits import waiting
 from kernel.supervision.wire import Death, WireThread
 from protocol.messages import Cancel, Failed, ModelUsage, Progress, Ready, Shutdown
 from protocol.secrets import KERNEL_ONLY_VARIABLES, KEY_VARIABLES
+from protocol.spawn import TOKEN_ENV
 
 log = logging.getLogger("jmp.supervisor")
 ROOT = Path(__file__).resolve().parents[2]

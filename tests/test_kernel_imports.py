@@ -1,0 +1,48 @@
+"""Every kernel module, imported in a fresh interpreter, loads only the stdlib and the named
+infrastructure: never a vendor SDK (openhands, openai, typesafe_sdk, mcp, acp)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+# Infrastructure the kernel may load, and why. Anything else (a vendor SDK) fails the test.
+ALLOWED = {
+    "msgspec": "log records and wire frames",
+    "zmq": "the worker sockets (kernel/supervision)",
+    "psutil": "process trees of workers",
+    "typing_extensions": "loaded by pyzmq",
+    "cython_runtime": "loaded by pyzmq's compiled modules",
+}
+OURS = {"kernel", "protocol"}
+CODE = """
+import importlib, json, pkgutil, sys
+import kernel
+before = set(sys.modules)
+names = sorted(m.name for m in pkgutil.walk_packages(kernel.__path__, "kernel."))
+for name in names:
+    importlib.import_module(name)
+loaded = {m.split(".")[0] for m in set(sys.modules) - before}
+print(json.dumps({"modules": names, "loaded": sorted(loaded - set(sys.stdlib_module_names))}))
+"""
+
+
+def test_every_kernel_module_loads_only_allowed_infrastructure() -> None:
+    out = subprocess.run([sys.executable, "-c", CODE], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    on_disk = {
+        ".".join(p.relative_to(ROOT).with_suffix("").parts)
+        for p in (ROOT / "kernel").rglob("*.py")
+        if p.name != "__init__.py"
+    }
+    assert on_disk <= set(found["modules"])  # every module was imported
+    extra = {
+        m for m in found["loaded"] if m not in ALLOWED and m not in OURS and not m.startswith("_")
+    }
+    assert not extra, f"kernel modules load {sorted(extra)}; allowed: {sorted(ALLOWED)}"
+    for vendor in ("openhands", "openai", "typesafe_sdk", "mcp", "acp", "litellm"):
+        assert vendor not in found["loaded"]
