@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.helpers_e2e import Jmp
-from tests.helpers_warm import PoolProc
+from tests.helpers_warm import PoolProc, pool_pids
 from tests.servers.flash import FlashServer
 from tests.servers.jev import JevServer
 
@@ -98,6 +99,8 @@ def run() -> str:
                         shutil.rmtree(tmp, ignore_errors=True)
     finally:
         pool.kill()
+        for pid in pool_pids(pool_dir):  # one a kernel may have started after a failed connect
+            os.kill(pid, signal.SIGKILL)
         shutil.rmtree(pool_dir, ignore_errors=True)
     return _table(results, bare, imports)
 
