@@ -304,3 +304,16 @@ def test_an_idle_pool_exits_by_itself(tmp_path: Path) -> None:
         assert "idle timeout" in pool.log()
     finally:
         pool.kill()
+
+
+def test_a_forked_worker_has_the_kernels_resource_limits_not_the_pools(short_tmp: Path) -> None:
+    """Found by the chaos runner: a pool launched by a kernel under RLIMIT_FSIZE kept that
+    limit and gave it to every worker it forked for later kernels (their writes: EFBIG)."""
+    import resource
+
+    mine = resource.getrlimit(resource.RLIMIT_FSIZE)
+    with private_pool() as pool:
+        resource.prlimit(pool.pid, resource.RLIMIT_FSIZE, (4096, 4096))  # its launcher's limit
+        with fake(short_tmp) as worker:
+            worker.wait_ready(60)
+            assert resource.prlimit(worker.pid, resource.RLIMIT_FSIZE) == mine

@@ -39,6 +39,7 @@ class Conn:
     sock: socket.socket
     kernel_pidfd: int
     child: int | None = None  # pid of the worker forked for this connection
+    kernel_pid: int = 0
 
 
 class Pool:
@@ -88,7 +89,7 @@ class Pool:
             sock.close()
             return
         sock.settimeout(2.0)
-        conn = Conn(sock, pidfd)
+        conn = Conn(sock, pidfd, kernel_pid=pid)
         self.conns[sock.fileno()] = conn
         self.sel.register(sock, selectors.EVENT_READ, "conn")
 
@@ -153,6 +154,9 @@ class Pool:
         elif pool_child.threads() != 1:
             detail = f"{pool_child.threads()} threads: refusing to fork"
             refuse = P.Refused(code="fork_failed", detail=detail, pool_pid=os.getpid())
+        elif (limits := pool_child.kernel_limits(conn.kernel_pid)) is None:
+            detail = "the kernel's resource limits cannot be given to a forked worker"
+            refuse = P.Refused(code="fork_failed", detail=detail, pool_pid=os.getpid())
         if refuse is not None:
             self.reply(conn, refuse)
             self.drop(conn)
@@ -164,6 +168,7 @@ class Pool:
         pid = os.fork()
         if pid == 0:
             keep.discard(conn.kernel_pidfd)
+            pool_child.set_limits(limits)
             pool_child.become_worker(
                 msg.module,
                 msg.argv,

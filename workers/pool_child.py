@@ -13,6 +13,7 @@ import ctypes
 import gc
 import importlib
 import os
+import resource
 import runpy
 import signal
 import sys
@@ -93,6 +94,59 @@ def set_title(comm: str, argv: list[str]) -> None:
     data = b"\0".join(a.encode("utf-8", "replace") for a in argv)[: size - 1]
     if size > 1:
         ctypes.memmove(start, data + b"\0" * (size - len(data)), size)
+
+
+# A worker gets its kernel's limits, never the pool's: the pool was launched by some earlier
+# kernel, perhaps under a file-size limit (found by the chaos runner: every later worker then
+# failed its writes with EFBIG).
+LIMITS = (
+    resource.RLIMIT_FSIZE,
+    resource.RLIMIT_NOFILE,
+    resource.RLIMIT_CORE,
+    resource.RLIMIT_CPU,
+    resource.RLIMIT_AS,
+    resource.RLIMIT_DATA,
+    resource.RLIMIT_STACK,
+    resource.RLIMIT_NPROC,
+)
+
+
+def _above(a: int, b: int) -> bool:
+    """a > b for limits (RLIM_INFINITY is the largest)."""
+    inf = resource.RLIM_INFINITY
+    return a != b and (a == inf or (b != inf and a > b))
+
+
+def _may_raise_limits() -> bool:
+    """CAP_SYS_RESOURCE (bit 24) is in this process's effective set (root without it cannot)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            caps = next(line for line in status if line.startswith("CapEff:"))
+        return bool(int(caps.split()[1], 16) >> 24 & 1)
+    except (OSError, StopIteration, ValueError):
+        return False
+
+
+def kernel_limits(pid: int) -> dict[int, tuple[int, int]] | None:
+    """The kernel's resource limits, or None when this pool cannot give them to a child (a hard
+    limit above the pool's own needs privilege, or they cannot be read): then no fork."""
+    limits: dict[int, tuple[int, int]] = {}
+    for res in LIMITS:
+        try:
+            soft, hard = resource.prlimit(pid, res)
+        except (OSError, ValueError):
+            return None
+        if _above(hard, resource.getrlimit(res)[1]) and not _may_raise_limits():
+            return None
+        limits[res] = (soft, hard)
+    return limits
+
+
+def set_limits(limits: dict[int, tuple[int, int]]) -> None:
+    """In the forked child, before anything else: take the kernel's limits."""
+    for res, value in limits.items():
+        with contextlib.suppress(OSError, ValueError):
+            resource.setrlimit(res, value)
 
 
 def become_worker(
