@@ -47,15 +47,20 @@ def _complete_once(cli: Cli, prompt: str = "append RERUN to rerun.txt") -> Run:
 
 
 @pytest.fixture(scope="module")
-def world() -> Iterator[World]:
+def cli() -> Iterator[Cli]:
+    """The CLI against loopback models; tests that need no model run use only this."""
     tmp = short_dir()
     with JevServer() as jev, FlashServer() as flash:
-        cli = Cli(tmp, jev, flash)
-        first = _complete_once(cli)
-        assert first.code == 0, first.stderr[-3000:]
-        assert first.result["status"] == "completed"
-        yield World(cli, first.result["session_id"])
+        yield Cli(tmp, jev, flash)
     shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def world(cli: Cli) -> World:
+    first = _complete_once(cli)
+    assert first.code == 0, first.stderr[-3000:]
+    assert first.result["status"] == "completed"
+    return World(cli, first.result["session_id"])
 
 
 def _reset(cli: Cli) -> None:
@@ -143,10 +148,7 @@ def test_ack_of_a_call_left_pending_after_the_answer_reruns_nothing(world: World
     assert cli.requests_seen() == seen and world.witness.read_text() == "RERUN\n"
 
 
-def test_an_error_session_retries_inference_and_never_repeats_a_recorded_call(
-    world: World,
-) -> None:
-    cli = world.cli
+def test_an_error_session_retries_inference_and_never_repeats_a_recorded_call(cli: Cli) -> None:
     witness = cli.workspace / "again.txt"
     cli.jev.script([{"route": "bash"}])
     cli.flash.queue([tool_call(command="echo AGAIN >> again.txt")])
@@ -172,18 +174,18 @@ def test_an_error_session_retries_inference_and_never_repeats_a_recorded_call(
 
 
 @pytest.mark.parametrize("workspace", ["", "/", "/etc", "/proc/self"])
-def test_workspace_that_cannot_be_one_is_a_usage_error(world: World, workspace: str) -> None:
-    home = world.cli.tmp / "ws-refused"
-    run = world.cli.run("--sessions-dir", str(home), "--workspace", workspace, "list files")
+def test_workspace_that_cannot_be_one_is_a_usage_error(cli: Cli, workspace: str) -> None:
+    home = cli.tmp / "ws-refused"
+    run = cli.run("--sessions-dir", str(home), "--workspace", workspace, "list files")
     assert run.code == 2 and run.result["status"] == "error"
     assert "--workspace" in run.stderr and ("empty" in run.stderr or "system" in run.stderr)
     assert _sessions(home) == []
 
 
-def test_root_as_the_default_workspace_is_refused(world: World) -> None:
-    home = world.cli.tmp / "root-cwd"
+def test_root_as_the_default_workspace_is_refused(cli: Cli) -> None:
+    home = cli.tmp / "root-cwd"
     argv = [sys.executable, str(ROOT / "main.py"), "--json", "--sessions-dir", str(home), "ls"]
-    run = world.cli.exec(argv, cwd=Path("/"))
+    run = cli.exec(argv, cwd=Path("/"))
     assert run.code == 2 and "system directory" in run.stderr
     assert _sessions(home) == []
 
@@ -198,15 +200,15 @@ def test_compact_with_ack_is_a_usage_error(world: World) -> None:
 # ---- item 9 (argv): a prompt that is not UTF-8 --------------------------------------------------
 
 
-def test_argv_prompt_that_is_not_utf8_is_refused_before_any_session(world: World) -> None:
-    home = world.cli.tmp / "bad-utf8"
+def test_argv_prompt_that_is_not_utf8_is_refused_before_any_session(cli: Cli) -> None:
+    home = cli.tmp / "bad-utf8"
     argv: list[Any] = [sys.executable, str(ROOT / "main.py"), "--json"]
     argv += ["--sessions-dir", str(home), b"fix caf\xe9 and \xff"]
-    seen = world.cli.requests_seen()
-    run = world.cli.exec(argv)
+    seen = cli.requests_seen()
+    run = cli.exec(argv)
     assert run.code == 2 and run.result["status"] == "error"
     assert "not valid UTF-8" in run.stderr and "0xe9" in run.stderr
-    assert _sessions(home) == [] and world.cli.requests_seen() == seen
+    assert _sessions(home) == [] and cli.requests_seen() == seen
 
 
 # ---- item 22: a request that can never fit the router's budget ----------------------------------
@@ -214,12 +216,12 @@ def test_argv_prompt_that_is_not_utf8_is_refused_before_any_session(world: World
 
 @pytest.mark.parametrize("budget", [None, "28000"])
 def test_oversized_first_request_is_refused_before_the_session(
-    world: World, budget: str | None
+    cli: Cli, budget: str | None
 ) -> None:
-    home = world.cli.tmp / f"big-{budget}"
+    home = cli.tmp / f"big-{budget}"
     prompt = "é" * 14100  # 28,200 bytes: over every allowed budget
-    env = world.cli.env(JEV_CONTEXT_BYTES=budget)
-    run = world.cli.run("--sessions-dir", str(home), prompt, env=env)
+    env = cli.env(JEV_CONTEXT_BYTES=budget)
+    run = cli.run("--sessions-dir", str(home), prompt, env=env)
     assert run.code == 2 and run.result["status"] == "error"
     assert "28,200 bytes" in run.stderr and "at most" in run.stderr
     assert _sessions(home) == []
@@ -263,9 +265,8 @@ BAD_ANSWERS = [
 
 @pytest.mark.parametrize(("patch", "named"), BAD_ANSWERS)
 def test_a_jev_answer_outside_the_rules_is_a_router_error(
-    world: World, patch: dict[str, Any], named: str
+    cli: Cli, patch: dict[str, Any], named: str
 ) -> None:
-    cli = world.cli
     cli.jev.script([{"route": "write"}])
     cli.jev.fault("answer", answer=patch)
     cli.flash.queue([tool_call(path="written.txt", file_text="should not exist")])
