@@ -128,6 +128,8 @@ def _on_interrupt(cancel: Any) -> Any:
         if cancel.is_set():
             raise KeyboardInterrupt
         cancel.set()
+        # raw write: a buffered stderr write may be under way in the interrupted frame
+        os.write(2, b"jev-harness: cancelling after the current step (Ctrl+C again to stop it)\n")
 
     try:
         return signal.signal(signal.SIGINT, handler)

@@ -260,9 +260,10 @@ class HarnessSession:
             return dict(result)
 
     def _final(self) -> dict[str, Any]:
+        complete = False  # a stopped worker (an aborted call) can complete nothing
         try:
-            observed, _state, _ref = self.engine.observe()
-            complete = observed.complete
+            if self.engine.harness.worker.alive:
+                complete = self.engine.observe()[0].complete
         except (WorkerDied, WorkerFailed):
             complete = False
         if complete:

@@ -187,25 +187,41 @@ class Engine:
         try:
             return self.harness.operate(call_id, tool.name, chosen, backstop, entry)
         except WorkerDied as exc:
-            self.session.append(
-                ToolUncertainData(
-                    call_id=call_id,
-                    tool=tool.name,
-                    cause="worker_exit",
-                    acknowledged=False,
-                    note=f"{exc}; what the operation did is unknown and it is not re-run",
-                    target=target,
-                    signal=exc.signal,
-                    exit_code=exc.worker_exit_code,
-                ),
-                durable=True,
-            )
+            self._uncertain(call_id, tool.name, target, str(exc), exc.signal, exc.worker_exit_code)
             self.steps += 0 if entry else 1
             raise RunEnded(
                 "blocked", f"uncertain call: {tool.name} ({call_id}) was interrupted: {exc}"
             ) from None
+        except KeyboardInterrupt:  # a second Ctrl+C mid-call: stop the worker, settle the call
+            self.harness.close()  # so no `final` is ever written over a pending call
+            self._uncertain(call_id, tool.name, target, "stopped by an interrupt", None, None)
+            self.steps += 0 if entry else 1
+            raise
         except (WorkerFailed, Cancelled) as exc:  # refused before it acted (e.g. unoffered)
             return Operated(reply_to=call_id, status="error", error=str(exc), target=target)
+
+    def _uncertain(
+        self,
+        call_id: str,
+        tool: str,
+        target: str,
+        why: str,
+        signal: int | None,
+        exit_code: int | None,
+    ) -> None:
+        self.session.append(
+            ToolUncertainData(
+                call_id=call_id,
+                tool=tool,
+                cause="worker_exit",
+                acknowledged=False,
+                note=f"{why}; what the operation did is unknown and it is not re-run",
+                target=target,
+                signal=signal,
+                exit_code=exit_code,
+            ),
+            durable=True,
+        )
 
     def _finished(
         self, call_id: str, tool: str, arguments: str, target: str, reply: Operated

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.harness.helpers import JEV_KEY, ROOT, SCRIPTS, HarnessCli
+from tests.helpers_e2e import parse_lines
+from tests.helpers_workers import wait_until
 from tests.servers.jev import JevServer
 from tests.servers.site import MARKER, SiteServer
 
@@ -64,3 +70,31 @@ def test_max_steps_does_not_count_the_entry_capture(cli: HarnessCli) -> None:
         assert out.result["status"] == "blocked" and "max steps" in out.result["summary"]
         assert len(out.of("tool_started")) == 2 == len(out.of("tool_finished"))  # entry + one
         assert site.count("/") == 1 and site.count("/marker") == 1
+
+
+def test_a_second_ctrl_c_mid_call_settles_the_call_before_final(cli: HarnessCli) -> None:
+    """CONTRACT.md 6 / HARNESS.md 5: a call interrupted by stopping its worker is
+    `tool_uncertain` at once; no `final` is written over a pending call, no process is left."""
+    hold = cli.tmp / "hold"
+    os.mkfifo(hold)
+    inputs = {"items": ["a"], "target": "a", "hold": str(hold), "hold_item": "a"}
+    argv = cli.run_argv(PICK, "pick a", inputs)
+    with (cli.tmp / "err.txt").open("w+") as err:
+        proc = subprocess.Popen(
+            argv, cwd=cli.cwd, env=cli.env(), stdout=subprocess.PIPE, stderr=err, text=True
+        )
+        started = Path(f"{hold}.started")
+        wait_until(lambda: started.exists() and started.read_text(), 60, "the held call")
+        family = [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        proc.send_signal(signal.SIGINT)
+        wait_until(lambda: "Ctrl+C again" in Path(err.name).read_text(), 60, "the first Ctrl+C")
+        proc.send_signal(signal.SIGINT)
+        stdout, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 2
+    session_id = parse_lines(stdout)[-1]["data"]["session_id"]
+    events = cli.events(session_id)
+    assert [e["kind"] for e in events][-3:] == ["tool_started", "tool_uncertain", "final"]
+    assert events[-2]["data"]["call_id"] == events[-3]["data"]["call_id"]
+    assert events[-1]["data"]["status"] == "cancelled"
+    wait_until(lambda: not any(psutil.pid_exists(p) for p in family), 30, "every process to exit")
+    assert cli.inspect(session_id).code == 0 and len(cli.events(session_id)) == len(events)
