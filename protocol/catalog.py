@@ -54,8 +54,10 @@ EDIT = BuiltinTool(
 BASH = BuiltinTool(
     name="bash",
     description="Run one shell command (tests, builds, git, search, scripts) in a persistent "
-    "bash session whose working directory starts at the workspace. exit_code -1 means the "
-    "command is still running.",
+    "bash session whose working directory starts at the workspace. Each call ends when its "
+    "command ends; a command that runs past its time limit or prints more than the output cap "
+    "is stopped and reported unfinished (exit_code -1, interrupted), so start long-lived "
+    "servers in the background (`cmd > log 2>&1 &`).",
     effect="any",
     shell=True,
 )

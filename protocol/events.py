@@ -194,6 +194,10 @@ class ToolFinishedData(Data):
     seconds: float = 0.0
     truncated: bool = False
     error: str = ""
+    # A shell command stopped before it finished (exit_code -1): why, "timeout" or
+    # "output_cap" (its process tree was killed) or "cancelled" (Ctrl+C).
+    interrupted: bool = False
+    reason: str = ""
 
 
 class ToolUncertainData(Data):

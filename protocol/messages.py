@@ -198,7 +198,8 @@ class ToolResult(Msg, frozen=True):
     text: str = ""  # plain text, control sequences removed
     error: str = ""
     seconds: float = 0.0
-    interrupted: bool = False
+    interrupted: bool = False  # stopped before it finished (see reason)
+    reason: str = ""  # why it was stopped: "cancelled", "timeout" or "output_cap"
 
 
 class Failed(Msg, frozen=True):

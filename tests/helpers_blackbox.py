@@ -137,6 +137,7 @@ class Cli:
         env: dict[str, str] | None = None,
         json_flag: bool = True,
         cwd: Path | None = None,
+        timeout: float = 100,
     ) -> Run:
         proc = subprocess.run(
             argv,
@@ -144,7 +145,7 @@ class Cli:
             env=env or self.env(),
             capture_output=True,
             text=True,
-            timeout=100,
+            timeout=timeout,
             stdin=subprocess.DEVNULL,
         )
         lines = json_lines(proc.stdout) if json_flag else []

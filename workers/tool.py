@@ -18,8 +18,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
-
 from protocol import catalog
 from protocol.messages import (
     ListTools,
@@ -31,8 +29,8 @@ from protocol.messages import (
     Validated,
 )
 from workers.base import RequestFailed, main_for
+from workers.shell import BashRunner, Outcome, clamp_timeout
 
-INTERRUPT_GRACE_S = 1.0  # after C-c, the command's processes get this long before SIGKILL
 _ANSI = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, bracketed-paste toggles
     r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: titles, hyperlinks
@@ -103,9 +101,12 @@ class ToolWorker:
         parser.add_argument("--terminal-dir", default=None)
         parser.add_argument("--protect", action="append", default=[], metavar="DIR")
         parser.add_argument("--mcp-config-stdin", action="store_true")
+        parser.add_argument("--bash-timeout-s", type=float, default=300.0)
+        parser.add_argument("--bash-output-bytes", type=int, default=5_000_000)
         args = parser.parse_args(argv)
         # Read before any shell exists; the secrets never enter our environment.
         self.mcp_config = read_stdin_config() if args.mcp_config_stdin else ""
+        self.bash = BashRunner(args.terminal_dir, args.bash_timeout_s, args.bash_output_bytes)
         self.workspace = Path(args.workspace).resolve()
         self.protected = protected_dirs(self.workspace, args.protect)
         self.terminal_dir = args.terminal_dir
@@ -153,6 +154,11 @@ class ToolWorker:
         props = {field: dict(full["properties"][field]) for field in fields}
         if "path" in props:
             props["path"]["description"] = PATH_DESCRIPTION
+        if name == "bash":
+            props["timeout"]["description"] = (
+                f"Optional. Seconds the command may run, at most {self.bash.timeout_s:g} (also "
+                "the default). Past it the command is stopped and reported unfinished."
+            )
         if name == "edit":
             props["command"]["enum"] = ["str_replace", "insert"]
             props["command"]["description"] = "`str_replace` or `insert`."
@@ -226,6 +232,9 @@ class ToolWorker:
             data["path"] = confine(self.workspace, arguments["path"], self.protected)
         if fixed is not None:
             data["command"] = fixed
+        if tool == "bash" and isinstance(data.get("timeout"), int | float):
+            # 1e308, inf, NaN, negative: clamped to the configured limit, never taken as given
+            data["timeout"] = clamp_timeout(data["timeout"], self.bash.timeout_s)
         try:
             action = self.models[tool].model_validate(data)
         except ValueError as exc:  # pydantic.ValidationError is a ValueError
@@ -253,27 +262,14 @@ class ToolWorker:
             )
         if action.timeout is None and msg.timeout_s is not None:
             action = action.model_copy(update={"timeout": msg.timeout_s})
-        obs, interrupted = self._run_bash(action, cancel)
-        return _bash_result(msg.id, obs, interrupted, time.monotonic() - start)
-
-    def _run_bash(self, action: Any, cancel: threading.Event) -> tuple[Any, bool]:
         shell = self.terminal.session.terminal
         if shell.process is None or shell.process.poll() is not None:
-            # The shell exited (`exit`); OpenHands would reset to tmux, so rebuild it here.
+            # The shell exited (`exit`, or stopped at a limit); OpenHands would reset to tmux.
             with contextlib.suppress(Exception):
                 self.terminal.close()
             self.terminal = self._new_terminal()
-            shell = self.terminal.session.terminal
-        done = threading.Event()
-        interrupted = threading.Event()
-        watcher = threading.Thread(
-            target=_interrupt_on_cancel, args=(shell, cancel, done, interrupted), daemon=True
-        )
-        watcher.start()
-        try:
-            return self.terminal(action), interrupted.is_set()
-        finally:
-            done.set()
+        outcome = self.bash.run(self.terminal, action, cancel)
+        return _bash_result(msg.id, outcome, self.bash, time.monotonic() - start)
 
 
 def _check_edit(tool: str, action: Any) -> None:
@@ -288,47 +284,41 @@ def _check_edit(tool: str, action: Any) -> None:
         raise RequestFailed("invalid_arguments", "edit: insert needs insert_line and new_str")
 
 
-def _interrupt_on_cancel(
-    shell: Any, cancel: threading.Event, done: threading.Event, interrupted: threading.Event
-) -> None:
-    """Ctrl+C the running command on cancel; SIGKILL its processes if that is not enough."""
-    while not done.is_set():
-        if cancel.wait(0.05):
-            break
-    else:
-        return
-    interrupted.set()
-    with contextlib.suppress(Exception):
-        shell.send_keys("C-c")  # the tty delivers SIGINT to the foreground job's group
-    if done.wait(INTERRUPT_GRACE_S):
-        return
-    with contextlib.suppress(psutil.Error, AttributeError):
-        for proc in psutil.Process(shell.process.pid).children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
-
-
-def _bash_result(ident: str, obs: Any, interrupted: bool, seconds: float) -> ToolResult:
-    """ToolResult of a shell command: the real exit code, -1 while it still runs."""
+def _bash_result(ident: str, outcome: Outcome, bash: BashRunner, seconds: float) -> ToolResult:
+    """ToolResult of a shell command: the real exit code; -1 when it was stopped at a limit."""
+    obs = outcome.observation
     meta = obs.metadata
-    text = strip_ansi(f"{meta.prefix}{obs.text}{meta.suffix}").strip("\n")
-    code = obs.exit_code if obs.exit_code is not None else (-1 if interrupted else None)
-    failed = obs.is_error or interrupted or (code is not None and code > 0)
+    body = obs.text if outcome.output is None else outcome.output
+    suffix = meta.suffix
+    code = obs.exit_code
     error = ""
-    if interrupted:
+    if outcome.reason in ("timeout", "output_cap"):
+        code = -1  # unfinished: it was stopped, whatever the shell said after C-c
+        limit = (
+            f"its time limit ({bash.timeout_s:g} s max, JMP_BASH_TIMEOUT_S)"
+            if outcome.reason == "timeout"
+            else f"the output cap ({bash.output_bytes} bytes, JMP_BASH_OUTPUT_BYTES)"
+        )
+        error = f"stopped at {limit}; the command did not finish"
+        suffix = f"\n[{error}.]"
+    elif outcome.reason == "cancelled":
+        code = -1 if code is None else code
         error = "interrupted by cancel"
-    elif obs.is_error:
+    prefix = meta.prefix if outcome.output is None else ""  # kept output is whole: no "[...]"
+    text = strip_ansi(f"{prefix}{body}{suffix}").strip("\n")
+    if not error and obs.is_error:
         error = text
-    elif code is not None and code > 0:
+    elif not error and code is not None and code > 0:
         error = f"exit code {code}"
     return ToolResult(
         reply_to=ident,
-        status="error" if failed else "ok",
+        status="error" if error else "ok",
         exit_code=code,
         text=text,
         error=error,
         seconds=seconds,
-        interrupted=interrupted,
+        interrupted=bool(outcome.reason),
+        reason=outcome.reason,
     )
 
 

@@ -36,6 +36,9 @@ PAGE_CHARS = 2048
 OVERLAP_CHARS = 256
 MAX_OUTPUT_CHARS = 1_000_000  # outputs beyond this are indexed up to here (the artifact keeps all)
 MAX_TERMS = 16
+# The target column is repeated on every page of a record: bounded, so that indexing stays
+# linear in the text (a 10 MB command copied onto each 2 KB page was quadratic; issue 9).
+TARGET_CHARS = 256
 # Ranking cost grows with the number of matching pages; terms are used rarest first while
 # the pages they match stay under this, and a query of only very common words is answered
 # newest first instead (FTS5 stops early on rowid order). Keeps p95 low at 100k pages.
@@ -426,6 +429,7 @@ class RecallIndex:
 def _rows(
     seq: int, kind: str, tool: str, target: str, call_id: str, provenance: str, text: str
 ) -> Iterator[tuple[Any, ...]]:
+    target = target[:TARGET_CHARS]
     for part, body in enumerate(split_pages(text)):
         yield (seq, part, kind, tool, target, call_id, provenance, body)
 
@@ -433,5 +437,6 @@ def _rows(
 def _tool_rows(
     seq: int, kind: str, tool: str, target: str, data: Any, text: str, first: int = 0
 ) -> Iterator[tuple[Any, ...]]:
+    target = target[:TARGET_CHARS]
     for part, body in enumerate(split_pages(text), start=first):
         yield (seq, part, kind, tool, target, data.call_id, PROVENANCE["tool"], body)

@@ -44,6 +44,10 @@ if TYPE_CHECKING:
 
 PREVIEW_CHARS = 2000
 ARGUMENTS_PREVIEW_CHARS = 600
+# A target (a bash command is its own target) in events: the whole text is in the request
+# artifact. Unbounded, a 10 MB heredoc was stored twice in the log and once per recall page.
+TARGET_PREVIEW_CHARS = 600
+ERROR_PREVIEW_CHARS = 2000
 REPEATED_ERRORS = 3  # identical tool errors in a row that pause the run (CONTRACT section 6)
 
 
@@ -65,11 +69,17 @@ def crash_point(name: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def preview(text: str, limit: int = PREVIEW_CHARS) -> str:
-    """A bounded preview; the full text lives in an artifact."""
+def preview(text: str, limit: int = PREVIEW_CHARS, where: str = "the full output") -> str:
+    """A bounded preview, marked when cut; the full text lives in an artifact (`where`)."""
     if len(text) <= limit:
         return text
-    return text[:limit] + f"\n[... {len(text) - limit} more characters in the full output]"
+    place = f" in {where}" if where else " not kept"
+    return text[:limit] + f"\n[... {len(text) - limit} more characters{place}]"
+
+
+def shown_target(target: str) -> str:
+    """A call's target as events carry it: bounded, the whole in the request artifact."""
+    return preview(target, TARGET_PREVIEW_CHARS, "the request artifact")
 
 
 def repeated_error(events: list[Event]) -> str | None:
@@ -263,16 +273,20 @@ class ToolStep:
             f"{call_id}.request.json",
             {"call_id": call_id, "tool": tool, "arguments": arguments, "target": target},
         )
-        args_preview = preview(json.dumps(arguments, ensure_ascii=False), ARGUMENTS_PREVIEW_CHARS)
+        # Redacted before the cut: a cut through a key would leave a prefix the redactor misses.
+        redact = self.session.redactor.text
+        args_text = redact(json.dumps(arguments, ensure_ascii=False))
+        args_preview = preview(args_text, ARGUMENTS_PREVIEW_CHARS, "the request artifact")
+        shown = shown_target(redact(target))
         crash_point("before_tool_started")
         self.session.append(
             ToolStartedData(
-                call_id=call_id, tool=tool, target=target, request=request, arguments=args_preview
+                call_id=call_id, tool=tool, target=shown, request=request, arguments=args_preview
             ),
             durable=True,  # before any effect: a kill from here on leaves a pending call
         )
         crash_point("after_tool_started")
-        result = self._execute(call_id, tool, arguments, target)
+        result = self._execute(call_id, tool, arguments, shown)
         crash_point("after_tool_result")
         # Not fsynced: `tool_finished`, the only record pointing at them, is not fsynced either.
         output = artifacts.write_text(f"{call_id}.output.txt", result.text, durable=False)
@@ -283,17 +297,19 @@ class ToolStep:
                 tool=tool,
                 status=result.status,
                 exit_code=result.exit_code,
-                text=preview(result.text),
+                text=preview(redact(result.text)),
                 arguments=args_preview,
                 artifact=saved,
                 full_output=output,
-                target=target,
+                target=shown,
                 seconds=round(result.seconds, 6),
                 truncated=len(result.text) > PREVIEW_CHARS,
-                error=result.error,
+                error=preview(redact(result.error), ERROR_PREVIEW_CHARS),
+                interrupted=result.interrupted,
+                reason=result.reason,
             )
         )
-        if result.interrupted:
+        if result.interrupted and result.reason in ("", "cancelled"):  # a limit is no cancel
             return StepOutcome("cancelled", f"Cancelled by the user while {tool} was running.")
         if result.status == "error":
             return self._after_error()
@@ -341,11 +357,8 @@ class ToolStep:
         return ToolResult(reply_to=call_id, status="ok", text=text)
 
     def _error(self, stage: str, error_class: str, message: str) -> None:
-        self.session.append(
-            ErrorData(
-                stage=stage, error_class=error_class, message=self.session.redactor.text(message)
-            )
-        )
+        message = preview(self.session.redactor.text(message), ERROR_PREVIEW_CHARS, "")
+        self.session.append(ErrorData(stage=stage, error_class=error_class, message=message))
 
 
 class Stop(Exception):

@@ -49,9 +49,12 @@ def interrupted(events: Sequence[Event]) -> list[CallRecord]:
     """Calls whose outcome is unknown: no end, or the last shell command left running."""
     records = list(calls(events).values())
     last_shell = next((r for r in reversed(records) if is_shell(r.started.tool)), None)
-    return [
-        r for r in records if r.finished is None or (r is last_shell and r.finished.exit_code == -1)
-    ]
+    return [r for r in records if r.finished is None or (r is last_shell and _running(r.finished))]
+
+
+def _running(finished: ToolFinishedData) -> bool:
+    """Left running: exit_code -1, unless it was stopped at a limit (its tree was killed)."""
+    return finished.exit_code == -1 and finished.reason not in ("timeout", "output_cap")
 
 
 def unsettled(events: Sequence[Event]) -> list[CallRecord]:

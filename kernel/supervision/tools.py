@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Protocol
 
-from kernel.config.settings import MODEL_KEYS
+from kernel.config.settings import MODEL_KEYS, bash_limits
 from kernel.store.redact import Redactor, environment_secrets
 from kernel.supervision.supervisor import Worker, make_runtime_dir
 from protocol.messages import (
@@ -90,15 +90,12 @@ class Tools:
         return self.redactor.text(text)
 
     def _argv(self) -> list[str]:
+        limits = bash_limits()  # JMP_BASH_TIMEOUT_S, JMP_BASH_OUTPUT_BYTES (checked at start-up)
         return [
-            "--workspace",
-            str(self.workspace),
-            "--terminal-dir",
-            str(self.terminal_dir),
-            "--protect",
-            str(self.sessions_dir),
-            "--protect",
-            str(self.terminal_dir.parent),
+            *("--workspace", str(self.workspace), "--terminal-dir", str(self.terminal_dir)),
+            *("--protect", str(self.sessions_dir), "--protect", str(self.terminal_dir.parent)),
+            *("--bash-timeout-s", repr(limits["bash_timeout_s"])),
+            *("--bash-output-bytes", str(limits["bash_output_bytes"])),
         ]
 
     def _config(self) -> bytes | None:
