@@ -132,7 +132,6 @@ def test_a_model_worker_that_died_between_runs_is_replaced(
 ) -> None:
     import os
     import signal
-    import time
 
     jev, flash = servers
     jev.script([{"route": "done"}, {"completion_review": "complete"}] * 2)
@@ -146,7 +145,8 @@ def test_a_model_worker_that_died_between_runs_is_replaced(
         ]
         router.send_signal(signal.SIGKILL)
         router.wait(timeout=10)
-        time.sleep(0.2)  # the supervisor polls the process every 50 ms
+        # Known dead at once, not at the I/O thread's next look (the race a sleep used to hide).
+        assert agent.models._router.exited
         result = agent.run(prompt="second")
         assert result["status"] == "completed" and result["summary"] == "two"
     finally:

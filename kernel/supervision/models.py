@@ -86,7 +86,7 @@ class Models:
         self.start()
         worker = self._router if kind == "router" else self._generator
         assert worker is not None
-        if not worker.alive:
+        if worker.exited:  # checked now: a worker killed between runs is replaced, not used
             worker.close()  # kills what is left of its tree
             worker = self._spawn(kind)
             if kind == "router":

@@ -151,6 +151,12 @@ class Worker:
         """True while the process runs and has not been declared dead."""
         return self._wire is not None and self._wire.death is None and not self._closed
 
+    @property
+    def exited(self) -> bool:
+        """True once the process has exited, even before the I/O thread noticed (it looks every
+        IO_TICK_MS): a model request must not be handed to a dead worker."""
+        return self._wire is None or self._wire.exited() or self._closed
+
     def wait_ready(self, timeout_s: float = 120.0) -> Ready:
         """Block until the worker's Ready; raises WorkerDied, or WorkerFailed on a bad handshake."""
         wire = self._require()

@@ -102,6 +102,17 @@ class WireThread:
             if isinstance(item, Death):
                 return
 
+    def exited(self) -> bool:
+        """True once the worker's process has exited, even before this thread noticed (it looks
+        every IO_TICK_MS): the restart policy must not hand a request to a dead worker."""
+        if self.death is not None:
+            return True
+        proc = getattr(self, "_proc", None)
+        try:
+            return proc is not None and proc.exited()
+        except OSError:  # its handle was closed meanwhile: it has been buried
+            return True
+
     def kill(self, reason: str) -> None:
         self._kill_reason = reason
         self._wake()
@@ -145,6 +156,7 @@ class WireThread:
             ctx.term()
             return
         self.pid = proc.pid
+        self._proc: Proc | None = proc
         self._spawned.set()
         tree = TreeRecord(proc.pid, self.token)
         try:
