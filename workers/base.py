@@ -34,7 +34,9 @@ from protocol.messages import (
     WorkerKind,
 )
 
-KERNEL_SILENCE_S = 3.0  # no kernel message for this long: the kernel is gone or wedged
+KERNEL_SILENCE_S = 6.0  # no kernel message for this long: the kernel is gone or wedged (a loaded
+# 2-core machine starved the kernel's I/O thread past 3 s; PDEATHSIG, the ppid check and the
+# pidfd catch a dead kernel at once, so this only bounds a wedged one)
 KERNEL_PID_ENV = "JMP_KERNEL_PID"
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36

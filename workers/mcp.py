@@ -201,18 +201,23 @@ class McpToolset:
 
     def server_pids(self) -> list[int]:
         """Pids of the live stdio server processes this toolset started."""
-        pids = []
+        return [proc.pid for proc in self._server_procs()]
+
+    def _server_procs(self) -> list[psutil.Process]:
+        """The live stdio server processes, as psutil handles that remember their create time,
+        so a pid the system reused meanwhile is never signalled."""
+        procs = []
         for child in psutil.Process().children():
             try:
                 if child.environ().get(TOKEN_VAR) == self._token:
-                    pids.append(child.pid)
+                    procs.append(child)
             except (psutil.Error, OSError):
                 continue  # exited or a zombie: nothing to find or kill
-        return pids
+        return procs
 
     def close(self) -> None:
         """Stop every server; afterwards none of their processes is alive."""
-        pids = self.server_pids()
+        procs = self._server_procs()
         closers = [
             threading.Thread(target=_close_client, args=(s.client,), daemon=True)
             for s in self._servers.values()
@@ -222,7 +227,7 @@ class McpToolset:
         deadline = time.monotonic() + CLOSE_TIMEOUT_S
         for thread in closers:
             thread.join(max(0.0, deadline - time.monotonic()))
-        _kill(pids + self.server_pids())
+        _kill(procs + self._server_procs())
         self._servers = {}
         self._by_name = {}
 
@@ -350,14 +355,19 @@ def _close_client(client: MCPClient) -> None:
         client.sync_close()
 
 
-def _kill(pids: list[int]) -> None:
-    """SIGKILL each server's process group (mcp made each server a group leader)."""
-    for pid in set(pids):
+def _kill(procs: list[psutil.Process]) -> None:
+    """SIGKILL each server's process group (mcp made each server a group leader). A server that
+    already exited may have been reaped and its pid reused by an unrelated process (another
+    jmp kernel among them): psutil's create-time check keeps such a pid untouched."""
+    for proc in {p.pid: p for p in procs}.values():
         try:
+            if not proc.is_running():
+                continue
+            pid = proc.pid
             if os.getpgid(pid) == pid and pid != os.getpgrp():
                 os.killpg(pid, signal.SIGKILL)
             else:
-                os.kill(pid, signal.SIGKILL)
-            psutil.Process(pid).wait(timeout=CLOSE_TIMEOUT_S)
+                proc.kill()
+            proc.wait(timeout=CLOSE_TIMEOUT_S)
         except (ProcessLookupError, psutil.NoSuchProcess, psutil.TimeoutExpired, PermissionError):
             continue

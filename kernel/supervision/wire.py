@@ -27,7 +27,8 @@ from protocol.messages import HEARTBEAT_MS, Failed, Heartbeat, Ready
 
 log = logging.getLogger("jmp.supervisor")
 IO_TICK_MS = 50  # how often the thread looks at the process when nothing arrives
-HUNG_S = 5.0  # a worker silent this long is wedged: kill it
+HUNG_S = 10.0  # a worker silent this long is wedged: kill it (5 s killed healthy workers
+# starved of CPU on a loaded 2-core machine; a worker that died is seen by its exit at once)
 STARTUP_GRACE_S = 30.0  # first message may wait for a cold interpreter on a loaded machine
 RECORD_IDLE_S = 1.0  # descendants are recorded on every busy heartbeat, else this often
 _MAX_BAD_LOGS = 5
