@@ -712,13 +712,15 @@ def test_every_missing_key_is_named(cli: Cli) -> None:
 # ---- section 9: pinned intent that cannot fit ---------------------------------------------
 
 
-def test_pinned_intent_that_cannot_fit_pauses_and_trims_nothing(cli: Cli) -> None:
+def test_pinned_intent_that_cannot_fit_is_refused_and_trims_nothing(cli: Cli) -> None:
+    """Issue 9 item 22: a request that can never fit the router's budget is refused before it
+    is recorded (no session, no trimmed request sent), naming the setting."""
     prompt = "keep every byte of this request " * 60
     before = len(cli.jev.systemone_bodies())
     run = cli.run("--workspace", str(cli.workspace), prompt, env=cli.env(JEV_CONTEXT_BYTES="600"))
-    assert run.code == 2 and run.result["status"] == "blocked", run.stderr
-    assert run.of("error")[-1]["stage"] in STAGES
-    assert run.of("user") == [{"text": prompt}]
+    assert run.code == 2 and run.result["status"] == "error", run.stderr
+    assert run.result["session_id"] is None and "JEV_CONTEXT_BYTES" in run.stderr
+    assert run.of("user") == []
     assert len(cli.jev.systemone_bodies()) == before  # no trimmed request was sent
 
 

@@ -56,9 +56,15 @@ def check(policy: ContextPolicy, events: Sequence[Event], prompt: str) -> None:
     jev = policy.jev_bytes
     head = f"the request is {size:,} bytes (UTF-8)"
     if limit <= 0:
+        what = "this session's pinned context" if events else "the routing question and tool list"
+        fix = (
+            "start a new session"
+            if events
+            else f"raise JEV_CONTEXT_BYTES (at most {JEV_MAX_BYTES:,})"
+        )
         raise UsageError(
-            f"{head}, but this session's pinned context already fills the router's budget "
-            f"(JEV_CONTEXT_BYTES={jev:,}): nothing was recorded; start a new session"
+            f"{head}, but {what} already fills the router's budget "
+            f"(JEV_CONTEXT_BYTES={jev:,}): nothing was recorded; {fix}"
         )
     more = ""
     if jev < JEV_MAX_BYTES:
