@@ -44,7 +44,8 @@ def test_store_read_bounds():
 def test_lone_surrogates_are_stored_encodable():
     store = jev.EvidenceStore()
     ref = store.put("bad \udcff byte", "x")
-    store.read(ref).encode("utf-8")
+    text = store.read(ref)
+    assert text.encode("utf-8") and text.startswith("bad ") and text.endswith(" byte")
 
 
 def test_passages_are_bounded_and_lie_inside_a_window():
