@@ -34,6 +34,7 @@ from protocol.messages import (
     WorkerKind,
 )
 
+SILENCE_GRACE_MS = 1000  # after a stop, the socket's I/O thread needs a moment to deliver
 KERNEL_SILENCE_S = 6.0  # no kernel message for this long: the kernel is gone or wedged (a loaded
 # 2-core machine starved the kernel's I/O thread past 3 s; PDEATHSIG, the ppid check and the
 # pidfd catch a dead kernel at once, so this only bounds a wedged one)
@@ -253,7 +254,11 @@ def _kernel_silent(loop: _Loop, now: float) -> bool:
     """No kernel message for KERNEL_SILENCE_S, and none waiting either: a worker that was not
     scheduled for a while (a loaded machine, a stop signal) finds the kernel's heartbeats
     queued in its socket and must not mistake its own absence for the kernel's."""
-    return now - loop.last_kernel > KERNEL_SILENCE_S and not loop.sock.poll(0)
+    if now - loop.last_kernel <= KERNEL_SILENCE_S:
+        return False
+    # After a stop the socket's I/O thread may not yet have moved the queued heartbeats into
+    # reach: give it a moment before calling the kernel gone.
+    return not loop.sock.poll(SILENCE_GRACE_MS)
 
 
 def _main_loop(loop: _Loop, orphaned: Callable[[], bool]) -> int:
@@ -261,8 +266,14 @@ def _main_loop(loop: _Loop, orphaned: Callable[[], bool]) -> int:
     poller.register(loop.sock, zmq.POLLIN)
     poller.register(loop.wake_r, zmq.POLLIN)
     next_beat = 0.0
+    last_tick = time.monotonic()
     while True:
         now = time.monotonic()
+        if now - last_tick > 1.0 + HEARTBEAT_MS / 1000:
+            # This loop was not scheduled (SIGSTOP, a starved machine): time spent not running
+            # is not the kernel's silence.
+            loop.last_kernel += now - last_tick
+        last_tick = now
         if now >= next_beat:
             loop.send(Heartbeat(pid=os.getpid(), busy=loop.busy))
             next_beat = now + HEARTBEAT_MS / 1000
