@@ -77,7 +77,8 @@ def _block_sockets() -> None:
 
 def probe(path: str, inputs: Any) -> dict[str, Any]:
     """The check itself (runs inside the probe process, with the guards armed)."""
-    from jev_harness.model import Task, TaskScript
+    from jev_harness.model import TaskScript
+    from jev_harness.task import Task
 
     result: dict[str, Any] = {"ok": False, "problems": [], "tools": [], "labels": []}
     problems: list[str] = result["problems"]

@@ -203,22 +203,12 @@ class TaskScript:
             raise TypeError("TaskScript(build): build must be callable")
 
 
-def __getattr__(name: str) -> Any:
-    """`Task` lives in jev_harness.task (it needs the types above); importable from here too."""
-    if name in ("Task", "canonical", "fit_observation", "MAX_OBSERVATION_BYTES", "RECENT"):
-        from jev_harness import task
-
-        return getattr(task, name)
-    raise AttributeError(f"module 'jev_harness.model' has no attribute {name!r}")
-
-
 __all__ = [
     "MAX_DESCRIPTION_CHARS",
     "OfferError",
     "Option",
     "Outcome",
     "Parameter",
-    "Task",
     "TaskScript",
     "Tool",
     "Toolkit",

@@ -139,7 +139,8 @@ class HarnessHandler:
     def load(self, request: LoadTask) -> Msg:
         if self.task is not None:
             raise RequestFailed("bad_request", "a task is already loaded")
-        from jev_harness.model import Task, TaskScript
+        from jev_harness.model import TaskScript
+        from jev_harness.task import Task
 
         try:
             module = load_script(request.script, request.sha256)

@@ -262,11 +262,9 @@ def log(text: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} pool {os.getpid()}: {text}", file=sys.stderr, flush=True)
 
 
-def main(argv: list[str]) -> int:
+if __name__ == "__main__":
+    # The commands live in pool_cli, which builds on this module: importing it only when run
+    # as a program keeps the two out of an import cycle.
     from workers import pool_cli
 
-    return pool_cli.main(argv)
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    sys.exit(pool_cli.main(sys.argv[1:]))

@@ -25,15 +25,13 @@ import msgspec
 
 from protocol import pool as P
 from workers import pool_child
-from workers.pool import _SELF, LOCK_WAIT_S, Pool, log
+from workers.pool import _SELF, LOCK_WAIT_S, Pool, log, read_frame
 
 START_WAIT_S = 300.0  # the first import of OpenHands on a busy machine
 
 
 def ask(directory: Path, msg: P.AnyPoolMsg, timeout_s: float = 5.0) -> P.AnyPoolMsg | None:
     """One request/answer on a fresh connection; None when no pool answers."""
-    from workers.pool import read_frame
-
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout_s)
