@@ -169,3 +169,26 @@ def test_schema_is_closed_with_optional_query_and_seq() -> None:
     assert RECALL_SCHEMA["properties"]["query"]["type"] == "string"
     assert RECALL_SCHEMA["properties"]["seq"]["type"] == "integer"
     assert "required" not in RECALL_SCHEMA
+
+
+def test_recall_answers_through_the_tool_handle_interface(index: RecallIndex) -> None:
+    """The step calls recall like a worker tool: specs, validate (WorkerFailed), run."""
+    from kernel.loop.kernel_tools import kernel_tools
+    from kernel.supervision.supervisor import WorkerFailed
+
+    log = Log()
+    log.user("find the kestrel")
+    log.call("bash", "ls", "kestrel.txt")
+    index.sync(log.events, log.read)
+    handle = kernel_tools(lambda: index)["recall"]
+    (spec,) = handle.specs()
+    assert spec.name == "recall" and spec.parameters == RECALL_SCHEMA
+    with pytest.raises(WorkerFailed) as bad:
+        handle.validate("recall", {"query": "a", "path": "x"})
+    assert bad.value.code == "invalid_arguments" and "does not take path" in bad.value.detail
+    checked = handle.validate("recall", {"seq": 2, "query": "kestrel"})
+    assert checked.target == '{"query": "kestrel", "seq": 2}'
+    found = handle.run("c1", "recall", checked.arguments)
+    assert found.status == "ok" and "kestrel.txt" in found.text and found.reply_to == "c1"
+    gone = kernel_tools(lambda: None)["recall"].run("c2", "recall", {"query": "x"})
+    assert gone.status == "error" and gone.error == gone.text == "the recall cache is unavailable"

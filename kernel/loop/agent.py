@@ -6,21 +6,21 @@ States of one run (`Agent.run`):
   REVIEW   a proposed `done` gets completion_review -> RESPOND / ROUTE without done / blocked
   STEP     a tool call (kernel/loop/steps.py)            -> ROUTE, or blocked on uncertainty
   RESPOND  Flash writes the answer (or `ask`)       -> completed / needs_input
-Every exit writes a `final` event; the lock and the workers are released by `close()`.
+Every way a run ends raises RunEnded (kernel/errors.py); `_run` alone catches it and writes the
+run's one `final` event. The lock and the workers are released by `close()`.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from kernel.context.policy import ContextPolicy
-from kernel.errors import ContextOverflow, StorageError, UsageError
+from kernel.errors import ContextOverflow, RunEnded, StorageError, UsageError
 from kernel.loop import admit, prompts
-from kernel.loop.steps import StepOutcome, Stop, ToolStep
+from kernel.loop.steps import ToolStep
 from kernel.store import pending
 from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
 from protocol.events import (
@@ -31,7 +31,6 @@ from protocol.events import (
     FinalData,
     RouteData,
     RunStartedData,
-    RunStatus,
     Stage,
     ToolUncertainData,
     UserData,
@@ -47,12 +46,6 @@ if TYPE_CHECKING:
 LISTING_LIMIT = 200
 AUTO_COMPACT_EVENTS = 2000  # records since the last checkpoint that end a run with a new one
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".jmp", ".mypy_cache"}
-
-
-@dataclass
-class RunResult:
-    status: RunStatus
-    summary: str
 
 
 ACK_WITH_COMPACT = (
@@ -163,9 +156,9 @@ class Agent:
                 f"the workspace {self.session.workspace} of session {self.session.id} does not "
                 "exist any more (deleted or moved); nothing was run or recorded"
             )
-        result = self._run(prompt, acknowledge_pending)
+        end = self._run(prompt, acknowledge_pending)
         self._compact_if_long()
-        return self._result(result.status, result.summary)
+        return self._result(end.status, end.summary)
 
     def close(self) -> None:
         """Release workers and the session lock; safe to call twice, even if a worker resists."""
@@ -211,16 +204,27 @@ class Agent:
             "session_dir": str(self.session.directory),
         }
 
-    def _finish(self, status: RunStatus, summary: str) -> RunResult:
-        self.session.append(FinalData(status=status, summary=self.session.redactor.text(summary)))
-        return RunResult(status, summary)
+    def _run(self, prompt: str | None, acknowledge: bool) -> RunEnded:
+        """The one place a run's `final` is written: every ending arrives here as RunEnded.
 
-    def _run(self, prompt: str | None, acknowledge: bool) -> RunResult:
+        Anything else (a ContextOverflow for the answer, a storage error) propagates with no
+        `final`, as a JmpError the front end reports.
+        """
+        try:
+            self._begin(prompt, acknowledge)
+            self._loop()
+        except RunEnded as end:
+            summary = self.session.redactor.text(end.summary)
+            self.session.append(FinalData(status=end.status, summary=summary))
+            return end
+
+    def _begin(self, prompt: str | None, acknowledge: bool) -> None:
+        """Settle interrupted calls, record the request and `run_started` (or end blocked)."""
         blocked = self._settle_interrupted(acknowledge)
         if prompt is not None:
             self.session.append(UserData(text=prompt))
         if blocked:
-            return self._finish("blocked", blocked)
+            raise RunEnded("blocked", blocked)
         self.tools.start()  # warm the tool worker (openhands import) while Jev routes
         self.models.start()
         listing, truncated = workspace_listing(self.session.workspace)
@@ -235,15 +239,6 @@ class Agent:
                 resumed=prompt is None,
             )
         )
-        try:
-            return self._loop()
-        except Stop as stop:
-            return self._finish(stop.status, stop.summary)
-        except Cancelled:
-            return self._finish("cancelled", "Cancelled by the user.")
-        except (WorkerFailed, WorkerDied) as exc:  # e.g. the tool worker could not start
-            self._error("tool", exc)
-            return self._finish("error", str(exc))
 
     def _settle_interrupted(self, acknowledge: bool) -> str:
         """Record kernel_exit uncertainty once per call; acknowledge if asked. '' = go on."""
@@ -272,7 +267,17 @@ class Agent:
             + ". Check their effect, then continue with --ack-interrupted (nothing is re-run)."
         )
 
-    def _loop(self) -> RunResult:
+    def _loop(self) -> NoReturn:
+        """Route and step until the run ends; a cancel or a worker's failure ends it here."""
+        try:
+            self._steps()
+        except Cancelled as exc:
+            raise RunEnded("cancelled", "Cancelled by the user.") from exc
+        except (WorkerFailed, WorkerDied) as exc:  # e.g. the tool worker could not start
+            self._error("tool", exc)
+            raise RunEnded("error", str(exc)) from exc
+
+    def _steps(self) -> NoReturn:
         exclude_done = False
         while True:
             if self.cancel.is_set():
@@ -282,17 +287,14 @@ class Agent:
             if choice == "done":
                 verdict = self._review()
                 if verdict == "complete":
-                    return self._respond("respond")
+                    self._respond("respond")
                 if verdict == "blocked":
-                    raise Stop("blocked", "Jev's completion review judged the request blocked.")
+                    raise RunEnded("blocked", "Jev's completion review judged the request blocked.")
                 exclude_done = True
                 continue
             if choice == "ask":
-                return self._respond("ask")
-            outcome = self.step.run(choice)
-            if outcome is not StepOutcome.CONTINUE:
-                assert outcome.status is not None  # only CONTINUE has no status
-                raise Stop(outcome.status, outcome.summary)
+                self._respond("ask")
+            self.step.run(choice)  # returns to route again, or raises RunEnded
 
     # --- routing --------------------------------------------------------------------
 
@@ -308,7 +310,7 @@ class Agent:
             projection = self.step.project("router", reserved)
         except ContextOverflow as exc:
             self._error("route", exc)
-            raise Stop("blocked", str(exc)) from exc
+            raise RunEnded("blocked", str(exc)) from exc
         return projection.text, projection.bytes
 
     def _ask_jev(self, stage: Stage, question: str, options: dict[str, str]) -> Any:
@@ -318,7 +320,7 @@ class Agent:
             routed = self.models.route(stage, question, options, state, cancel=self.cancel)
         except (WorkerFailed, WorkerDied) as exc:
             self._error(stage, exc)
-            raise Stop("error", f"The {stage} request failed: {exc}") from exc
+            raise RunEnded("error", f"The {stage} request failed: {exc}") from exc
         return routed, size
 
     def _route(self, exclude_done: bool) -> str:
@@ -337,11 +339,11 @@ class Agent:
             )
         )
         if routed.choice not in options:
-            raise Stop("error", f"Jev chose {routed.choice!r}, which was not offered.")
+            raise RunEnded("error", f"Jev chose {routed.choice!r}, which was not offered.")
         if routed.confidence < floor:
             ranked = sorted(routed.probabilities.items(), key=lambda kv: -kv[1])[:3]
             shown = ", ".join(f"{k} {v:.2f}" for k, v in ranked)
-            raise Stop(
+            raise RunEnded(
                 "needs_input",
                 f"Not sure what to do next (confidence {routed.confidence:.2f} is below the "
                 f"floor {floor:.2f}; {shown}). Please clarify the request.",
@@ -365,7 +367,7 @@ class Agent:
 
     # --- answers --------------------------------------------------------------------
 
-    def _respond(self, purpose: str) -> RunResult:
+    def _respond(self, purpose: str) -> NoReturn:
         task = prompts.ASK_TASK if purpose == "ask" else prompts.RESPOND_TASK
         projection = self.step.project("generator", len((self.instructions + task).encode()))
         messages = [
@@ -378,9 +380,9 @@ class Agent:
             if isinstance(exc, WorkerFailed) and exc.code == "cancelled":
                 raise Cancelled(str(exc)) from exc
             self._error("respond", exc)
-            raise Stop("error", f"The answer could not be written: {exc}") from exc
+            raise RunEnded("error", f"The answer could not be written: {exc}") from exc
         text = reply.text.strip() or "(no answer text)"
-        return self._finish("needs_input" if purpose == "ask" else "completed", text)
+        raise RunEnded("needs_input" if purpose == "ask" else "completed", text)
 
     def _error(self, stage: str, exc: BaseException) -> None:
         error_class = getattr(exc, "error_class", "") or type(exc).__name__

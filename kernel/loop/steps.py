@@ -13,22 +13,19 @@ import signal
 import sys
 import threading
 import uuid
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from kernel.context.policy import FoldCache
-from kernel.errors import JmpError
+from kernel.errors import JmpError, RunEnded
 from kernel.loop import prompts
+from kernel.loop.kernel_tools import ToolHandle, kernel_tools
 from kernel.loop.offload import fixed_arguments
 from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
-from protocol import catalog
-from protocol.catalog import is_kernel_tool
 from protocol.codec import to_builtins
 from protocol.events import (
     ArgumentOffloadData,
     ErrorData,
     Event,
-    RunStatus,
     ToolFinishedData,
     ToolStartedData,
     ToolUncertainData,
@@ -49,18 +46,6 @@ ARGUMENTS_PREVIEW_CHARS = 600
 TARGET_PREVIEW_CHARS = 600
 ERROR_PREVIEW_CHARS = 2000
 REPEATED_ERRORS = 3  # identical tool errors in a row that pause the run (CONTRACT section 6)
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    """How a step ended: CONTINUE routes again; anything else ends the run."""
-
-    status: RunStatus | None
-    summary: str = ""
-    CONTINUE: ClassVar[StepOutcome]
-
-
-StepOutcome.CONTINUE = StepOutcome(None)
 
 
 def crash_point(name: str) -> None:
@@ -122,6 +107,7 @@ class ToolStep:
         self._recall: Any = None
         self._loaded_checkpoint: tuple[Any] | None = None
         self._folds = FoldCache()  # each projection folds only the events appended since
+        self._kernel_tools = kernel_tools(self.recall_index)
 
     # --- context --------------------------------------------------------------------
 
@@ -174,30 +160,31 @@ class ToolStep:
                     )
         return self._mcp
 
-    def spec(self, tool: str) -> ToolSpec:
-        if is_kernel_tool(tool):
-            from kernel.context.recall_tool import RECALL_SCHEMA
+    def handle(self, tool: str) -> ToolHandle:
+        """Who runs `tool`: the kernel itself (recall) or the tool worker."""
+        return self._kernel_tools.get(tool, self.tools)
 
-            return ToolSpec(
-                name=tool, description=catalog.BUILTINS[tool].description, parameters=RECALL_SCHEMA
-            )
-        for spec in self.tools.specs():
+    def spec(self, tool: str) -> ToolSpec:
+        for spec in self.handle(tool).specs():
             if spec.name == tool:
                 return spec
         raise JmpError(f"the tool worker does not offer {tool!r}")
 
     # --- the step -------------------------------------------------------------------
 
-    def run(self, tool: str) -> StepOutcome:
-        """Arguments, validation, then the call itself."""
+    def run(self, tool: str) -> None:
+        """Arguments, validation, then the call itself; returns to route again, or raises
+        RunEnded when the step ends the run (blocked, cancelled, error)."""
         spec = self.spec(tool)
         arguments = self._arguments(spec)
         if arguments is None:
-            return self._after_error()
+            self._after_error()
+            return
         checked = self._validate(tool, arguments)
         if checked is None:
-            return self._after_error()
-        return self._call(tool, *checked)
+            self._after_error()
+            return
+        self._call(tool, *checked)
 
     def _arguments(self, spec: ToolSpec) -> dict[str, Any] | None:
         policy = self.models.settings.argument_offload
@@ -228,7 +215,7 @@ class ToolStep:
             return None
         except WorkerDied as exc:
             self._error("generate", type(exc).__name__, str(exc))
-            raise Stop("error", f"The generator worker died: {exc}") from exc
+            raise RunEnded("error", f"The generator worker died: {exc}") from exc
         return dict(reply.arguments or {})
 
     def _generation_failed(self, tool: str, exc: WorkerFailed) -> None:
@@ -238,35 +225,23 @@ class ToolStep:
             self._error("generate", "InvalidArguments", f"{tool}: {exc.detail}")
             return
         self._error("generate", exc.error_class or type(exc).__name__, exc.detail)
-        raise Stop("error", f"Generating arguments for {tool} failed: {exc.detail}") from exc
+        raise RunEnded("error", f"Generating arguments for {tool} failed: {exc.detail}") from exc
 
     def _validate(self, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str] | None:
-        if is_kernel_tool(tool):
-            from kernel.context.recall import RecallError
-            from kernel.context.recall_tool import recall_arguments
-
-            try:
-                recall_arguments(arguments)
-            except RecallError as exc:
-                self._error("generate", "InvalidArguments", f"recall: {exc}")
-                return None
-            return dict(arguments), json.dumps(arguments, sort_keys=True, ensure_ascii=False)
         try:
-            validated = self.tools.validate(tool, arguments)
+            validated = self.handle(tool).validate(tool, arguments)
         except WorkerFailed as exc:
             self._error("generate", "InvalidArguments", f"{tool}: {exc.detail}")
             return None
         return dict(validated.arguments), validated.target
 
-    def _after_error(self) -> StepOutcome:
+    def _after_error(self) -> None:
+        """An error goes back to the router, unless it is the third identical one in a row."""
         repeated = repeated_error(self.session.events)
         if repeated:
-            return StepOutcome(
-                "blocked", f"The same error happened three times in a row: {repeated}"
-            )
-        return StepOutcome.CONTINUE
+            raise RunEnded("blocked", f"The same error happened three times in a row: {repeated}")
 
-    def _call(self, tool: str, arguments: dict[str, Any], target: str) -> StepOutcome:
+    def _call(self, tool: str, arguments: dict[str, Any], target: str) -> None:
         call_id = uuid.uuid4().hex[:16]
         artifacts = self.session.artifacts
         request = artifacts.write_json(
@@ -310,18 +285,15 @@ class ToolStep:
             )
         )
         if result.interrupted and result.reason in ("", "cancelled"):  # a limit is no cancel
-            return StepOutcome("cancelled", f"Cancelled by the user while {tool} was running.")
+            raise RunEnded("cancelled", f"Cancelled by the user while {tool} was running.")
         if result.status == "error":
-            return self._after_error()
-        return StepOutcome.CONTINUE
+            self._after_error()
 
     def _execute(
         self, call_id: str, tool: str, arguments: dict[str, Any], target: str
     ) -> ToolResult:
-        if is_kernel_tool(tool):
-            return self._recall_call(call_id, arguments)
         try:
-            return self.tools.run(call_id, tool, arguments, cancel=self.cancel)
+            return self.handle(tool).run(call_id, tool, arguments, cancel=self.cancel)
         except WorkerDied as exc:
             self.session.append(
                 ToolUncertainData(
@@ -336,7 +308,7 @@ class ToolStep:
                 ),
                 durable=True,
             )
-            raise Stop(
+            raise RunEnded(
                 "blocked",
                 f"The tool worker died during {tool} {target!r}: its effect is unknown. Check it, "
                 "then continue with --ack-interrupted.",
@@ -344,27 +316,6 @@ class ToolStep:
         except WorkerFailed as exc:
             return ToolResult(reply_to=call_id, status="error", error=exc.detail, text=exc.detail)
 
-    def _recall_call(self, call_id: str, arguments: dict[str, Any]) -> ToolResult:
-        from kernel.context.recall_tool import run_recall
-
-        index = self.recall_index()
-        try:
-            if index is None:
-                raise JmpError("the recall cache is unavailable")
-            text = run_recall(index, arguments)
-        except Exception as exc:  # an explicit recall error is a normal tool error
-            return ToolResult(reply_to=call_id, status="error", error=str(exc), text=str(exc))
-        return ToolResult(reply_to=call_id, status="ok", text=text)
-
     def _error(self, stage: str, error_class: str, message: str) -> None:
         message = preview(self.session.redactor.text(message), ERROR_PREVIEW_CHARS, "")
         self.session.append(ErrorData(stage=stage, error_class=error_class, message=message))
-
-
-class Stop(Exception):
-    """Ends the run with a status (raised from deep inside a step)."""
-
-    def __init__(self, status: RunStatus, summary: str) -> None:
-        super().__init__(summary)
-        self.status = status
-        self.summary = summary
