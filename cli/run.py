@@ -44,7 +44,7 @@ def _admit(prompt: str, settings: Any) -> None:
 
 def _open(options: Any, printer: Any, settings: Any) -> tuple[Any, Any]:
     """Create or open the session; keys are checked before anything is created."""
-    from kernel.loop.agent import needs_models, read_only_error
+    from kernel.loop.resume import needs_models, read_only_error
     from kernel.store.session import Session, sessions_home
 
     home = sessions_home(options.sessions_dir)

@@ -13,7 +13,6 @@ from kernel.context.compact import compact
 from kernel.context.policy import (
     ContextPolicy,
     load_latest_checkpoint,
-    project_session,
     write_checkpoint,
 )
 from kernel.context.recall import RecallIndex
@@ -28,6 +27,7 @@ from kernel.context.state import (
     remember_read,
 )
 from kernel.errors import ConfigError, ContextOverflow
+from kernel.loop.context_view import ContextView
 from protocol.events import ErrorData, FinalData, ToolUncertainData, UserData
 from tests.helpers_context import Log, synthetic
 
@@ -432,7 +432,7 @@ def test_compact_on_a_real_session_writes_one_checkpoint_and_two_events(
         assert [e.kind for e in session.events[-2:]] == ["compaction", "compaction"]
         again, _ = POLICY.checkpoint(session.events[:-2], "router")
         assert (session.directory / f"context-{last}.json").read_bytes() == again
-        projection = project_session(session, POLICY, "router", reserved_bytes=100)
+        projection = ContextView(session, POLICY).project("router", 100)  # the loop's own path
         assert "compact me 🧊" in projection.text and projection.through == last + 2
     finally:
         session.close()

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kernel.context.recall import RecallError, RecallIndex, fts_query, query_terms, split_pages
+from kernel.context.recall import RecallIndex
+from kernel.context.recall_pages import split_pages
+from kernel.context.recall_search import RecallError, fts_query, query_terms
 from kernel.context.recall_tool import RECALL_SCHEMA, run_recall
 from tests.helpers_context import Log, synthetic
 

@@ -35,7 +35,6 @@ __all__ = [
     "FoldCache",
     "Projection",
     "load_latest_checkpoint",
-    "project_session",
     "write_checkpoint",
 ]
 
@@ -241,25 +240,4 @@ def overflow_message(audience: str, need: int, whole: int, reserved: int) -> str
         f"available ({setting}={whole:,} minus {reserved:,} reserved). Nothing was trimmed; "
         f'{raise_it}, or give a shorter follow-up request (--session ID "..."): an earlier '
         "request that can never fit is then shown cut, with a marker."
-    )
-
-
-def project_session(
-    session: object,
-    policy: ContextPolicy,
-    audience: str,
-    *,
-    reserved_bytes: int,
-    recall: RecallIndex | None = None,
-) -> Projection:
-    """Project a Session (its events, artifacts and latest checkpoint)."""
-    directory = session.directory  # type: ignore[attr-defined]
-    events = session.events  # type: ignore[attr-defined]
-    return policy.project(
-        events,
-        audience,
-        reserved_bytes=reserved_bytes,
-        read_artifact=session.artifacts.read_text,  # type: ignore[attr-defined]
-        recall=recall,
-        checkpoint=load_latest_checkpoint(directory),
     )

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
-from kernel.context.recall import Page, RecallError, RecallIndex
+from kernel.context.recall import RecallIndex
+from kernel.context.recall_search import Page, RecallError
 from protocol.catalog import RECALL, is_snapshot
 
 RECALL_SCHEMA: dict[str, Any] = {
@@ -60,11 +60,3 @@ def _listing(what: str, pages: list[Page]) -> str:
         lines.append(f"--- #{page.seq} part {page.part}, {page.provenance}: {label}{note}")
         lines.append(page.text)
     return "\n".join(lines)
-
-
-def open_session_recall(session: object) -> RecallIndex:
-    """The session's index (`memory.sqlite3`), synced with its log; never raises."""
-    directory = Path(session.directory)  # type: ignore[attr-defined]
-    index = RecallIndex.open_or_rebuild(directory / "memory.sqlite3")
-    index.sync(session.events, session.artifacts.read_text)  # type: ignore[attr-defined]
-    return index

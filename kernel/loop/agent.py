@@ -2,7 +2,8 @@
 
 States of one run (`Agent.run`):
   PREPARE  record uncertain calls, the request, run_started -> blocked if unsettled
-  ROUTE    Jev picks a label                        -> needs_input below the floor
+           (kernel/loop/resume.py)
+  ROUTE    Jev picks a label (kernel/loop/routing.py)    -> needs_input below the floor
   REVIEW   a proposed `done` gets completion_review -> RESPOND / ROUTE without done / blocked
   STEP     a tool call (kernel/loop/steps.py)            -> ROUTE, or blocked on uncertainty
   RESPOND  Flash writes the answer (or `ask`)       -> completed / needs_input
@@ -18,23 +19,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from kernel.context.policy import ContextPolicy
-from kernel.errors import ContextOverflow, RunEnded, StorageError, UsageError
+from kernel.errors import RunEnded, StorageError, UsageError
 from kernel.loop import admit, prompts
+from kernel.loop.context_view import ContextView
+from kernel.loop.resume import read_only_error, saved_answer, settle_interrupted
+from kernel.loop.routing import Routing, record_error
 from kernel.loop.steps import ToolStep
 from kernel.store import pending
 from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
-from protocol.events import (
-    CleanupWarningData,
-    CompletionReviewData,
-    ErrorData,
-    Event,
-    FinalData,
-    RouteData,
-    RunStartedData,
-    Stage,
-    ToolUncertainData,
-    UserData,
-)
+from protocol.events import CleanupWarningData, FinalData, RunStartedData, UserData
 from protocol.messages import Message
 from protocol.text import shown_name
 
@@ -52,31 +45,6 @@ ACK_WITH_COMPACT = (
     "--compact and --ack-interrupted do not combine: acknowledge first "
     "(--session ID --ack-interrupted), then compact (--session ID --compact)"
 )
-ANSWERED = ("completed", "needs_input")  # the request got its answer or its question
-
-
-def needs_models(session: Session, prompt: str | None, compact: bool) -> bool:
-    """False for runs that call no model: --compact, or the replay of a saved answer."""
-    if compact:
-        return False
-    return prompt is not None or saved_answer(session.events) is None
-
-
-def saved_answer(events: list[Event]) -> FinalData | None:
-    """The latest request's answer (completed) or question (needs_input), if it has one.
-
-    A request that was answered stays answered until the next prompt: a later `blocked` final
-    written only to record uncertainty (no run_started) does not reopen it. Without a new
-    prompt such a request is replayed, never run again (issue 9, item 1).
-    """
-    answer: FinalData | None = None
-    for event in events:
-        data = event.data
-        if isinstance(data, UserData | RunStartedData):
-            answer = None
-        elif isinstance(data, FinalData) and data.status in ANSWERED:
-            answer = data
-    return answer
 
 
 def workspace_listing(root: Path, limit: int = LISTING_LIMIT) -> tuple[list[str], bool]:
@@ -126,7 +94,9 @@ class Agent:
         # One redactor for every stream: the tool worker's output passes the session's.
         session.redactor.add(*getattr(tools.servers, "secrets", ()))
         tools.redactor = session.redactor
-        self.step = ToolStep(session, models, tools, self.policy, instructions, self.cancel)
+        self.view = ContextView(session, self.policy)
+        self.step = ToolStep(session, models, tools, self.view, instructions, self.cancel)
+        self.routing = Routing(session, models, self.view, self.step.mcp_specs, self.cancel)
 
     # --- public ---------------------------------------------------------------------
 
@@ -193,7 +163,7 @@ class Agent:
         if pending.unsettled(events):
             if not acknowledge:
                 return None  # _run records the uncertainty and ends blocked, running nothing
-            self._settle_interrupted(True)
+            settle_interrupted(self.session, True)
         return self._result(answer.status, answer.summary)
 
     def _result(self, status: str, summary: str) -> dict[str, Any]:
@@ -220,7 +190,7 @@ class Agent:
 
     def _begin(self, prompt: str | None, acknowledge: bool) -> None:
         """Settle interrupted calls, record the request and `run_started` (or end blocked)."""
-        blocked = self._settle_interrupted(acknowledge)
+        blocked = settle_interrupted(self.session, acknowledge)
         if prompt is not None:
             self.session.append(UserData(text=prompt))
         if blocked:
@@ -240,33 +210,6 @@ class Agent:
             )
         )
 
-    def _settle_interrupted(self, acknowledge: bool) -> str:
-        """Record kernel_exit uncertainty once per call; acknowledge if asked. '' = go on."""
-        waiting: list[str] = []
-        for record in pending.unsettled(self.session.events):
-            cause = record.uncertain.cause if record.uncertain else "kernel_exit"
-            if record.uncertain is None or acknowledge:
-                self.session.append(
-                    ToolUncertainData(
-                        call_id=record.call_id,
-                        tool=record.started.tool,
-                        target=record.started.target,
-                        cause=cause,
-                        acknowledged=acknowledge,
-                        note=_uncertain_note(acknowledge),
-                    ),
-                    durable=True,
-                )
-            if not acknowledge:
-                waiting.append(f"{record.started.tool} {record.started.target!r}")
-        if not waiting:
-            return ""
-        return (
-            "Interrupted calls have an unknown outcome: "
-            + ", ".join(waiting)
-            + ". Check their effect, then continue with --ack-interrupted (nothing is re-run)."
-        )
-
     def _loop(self) -> NoReturn:
         """Route and step until the run ends; a cancel or a worker's failure ends it here."""
         try:
@@ -274,7 +217,7 @@ class Agent:
         except Cancelled as exc:
             raise RunEnded("cancelled", "Cancelled by the user.") from exc
         except (WorkerFailed, WorkerDied) as exc:  # e.g. the tool worker could not start
-            self._error("tool", exc)
+            record_error(self.session, "tool", exc)
             raise RunEnded("error", str(exc)) from exc
 
     def _steps(self) -> NoReturn:
@@ -282,10 +225,10 @@ class Agent:
         while True:
             if self.cancel.is_set():
                 raise Cancelled("cancelled between steps")
-            choice = self._route(exclude_done)
+            choice = self.routing.route(exclude_done)
             exclude_done = False
             if choice == "done":
-                verdict = self._review()
+                verdict = self.routing.review()
                 if verdict == "complete":
                     self._respond("respond")
                 if verdict == "blocked":
@@ -296,80 +239,11 @@ class Agent:
                 self._respond("ask")
             self.step.run(choice)  # returns to route again, or raises RunEnded
 
-    # --- routing --------------------------------------------------------------------
-
-    def _options(self, exclude_done: bool) -> dict[str, str]:
-        mcp = {spec.name: spec.description or spec.name for spec in self.step.mcp_specs()}
-        options = prompts.route_options(mcp)
-        if exclude_done:
-            del options["done"]
-        return options
-
-    def _state(self, reserved: int) -> tuple[str, int]:
-        try:
-            projection = self.step.project("router", reserved)
-        except ContextOverflow as exc:
-            self._error("route", exc)
-            raise RunEnded("blocked", str(exc)) from exc
-        return projection.text, projection.bytes
-
-    def _ask_jev(self, stage: Stage, question: str, options: dict[str, str]) -> Any:
-        reserved = prompts.reserved_bytes(question, options)
-        state, size = self._state(reserved)
-        try:
-            routed = self.models.route(stage, question, options, state, cancel=self.cancel)
-        except (WorkerFailed, WorkerDied) as exc:
-            self._error(stage, exc)
-            raise RunEnded("error", f"The {stage} request failed: {exc}") from exc
-        return routed, size
-
-    def _route(self, exclude_done: bool) -> str:
-        options = self._options(exclude_done)
-        routed, size = self._ask_jev("route", prompts.ROUTE_QUESTION, options)
-        floor = self.models.settings.route_floor
-        self.session.append(
-            RouteData(
-                choice=routed.choice,
-                confidence=routed.confidence,
-                context_bytes=size,
-                probabilities=dict(routed.probabilities),
-                offered=list(options),
-                floor=floor,
-                model=routed.usage.model,
-            )
-        )
-        if routed.choice not in options:
-            raise RunEnded("error", f"Jev chose {routed.choice!r}, which was not offered.")
-        if routed.confidence < floor:
-            ranked = sorted(routed.probabilities.items(), key=lambda kv: -kv[1])[:3]
-            shown = ", ".join(f"{k} {v:.2f}" for k, v in ranked)
-            raise RunEnded(
-                "needs_input",
-                f"Not sure what to do next (confidence {routed.confidence:.2f} is below the "
-                f"floor {floor:.2f}; {shown}). Please clarify the request.",
-            )
-        return str(routed.choice)
-
-    def _review(self) -> str:
-        routed, size = self._ask_jev(
-            "completion_review", prompts.REVIEW_QUESTION, dict(prompts.REVIEW_OPTIONS)
-        )
-        self.session.append(
-            CompletionReviewData(
-                choice=routed.choice,
-                confidence=routed.confidence,
-                context_bytes=size,
-                probabilities=dict(routed.probabilities),
-                model=routed.usage.model,
-            )
-        )
-        return str(routed.choice)
-
     # --- answers --------------------------------------------------------------------
 
     def _respond(self, purpose: str) -> NoReturn:
         task = prompts.ASK_TASK if purpose == "ask" else prompts.RESPOND_TASK
-        projection = self.step.project("generator", len((self.instructions + task).encode()))
+        projection = self.view.project("generator", len((self.instructions + task).encode()))
         messages = [
             Message(role="system", content=self.instructions),
             Message(role="user", content=projection.text + "\n\n" + task),
@@ -379,18 +253,10 @@ class Agent:
         except (WorkerFailed, WorkerDied) as exc:
             if isinstance(exc, WorkerFailed) and exc.code == "cancelled":
                 raise Cancelled(str(exc)) from exc
-            self._error("respond", exc)
+            record_error(self.session, "respond", exc)
             raise RunEnded("error", f"The answer could not be written: {exc}") from exc
         text = reply.text.strip() or "(no answer text)"
         raise RunEnded("needs_input" if purpose == "ask" else "completed", text)
-
-    def _error(self, stage: str, exc: BaseException) -> None:
-        error_class = getattr(exc, "error_class", "") or type(exc).__name__
-        self.session.append(
-            ErrorData(
-                stage=stage, error_class=error_class, message=self.session.redactor.text(str(exc))
-            )
-        )
 
     def _compact_if_long(self) -> None:
         """Checkpoint after a run when the log has grown long since the last checkpoint, so the
@@ -410,17 +276,3 @@ class Agent:
 
         written = compact(self.session, self.policy)
         return f"Compacted locally: {len(written)} checkpoint(s), no model call."
-
-
-def read_only_error(session: Session) -> StorageError:
-    """Only the replay of a completed answer works on storage that refuses writes."""
-    return StorageError(
-        f"the session directory {session.directory} is read-only (or not writable by this "
-        "user): only the replay of a completed answer works here; nothing was written"
-    )
-
-
-def _uncertain_note(acknowledged: bool) -> str:
-    if acknowledged:
-        return "Acknowledged by the user: outcome still unknown; not re-run, not assumed done."
-    return "The call started and has no recorded end: its effect is unknown. Nothing re-ran it."

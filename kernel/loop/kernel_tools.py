@@ -13,7 +13,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kernel.context.recall import RecallError
+from kernel.context.recall_search import RecallError
 from kernel.context.recall_tool import RECALL_SCHEMA, recall_arguments, run_recall
 from kernel.supervision.supervisor import WorkerFailed
 from protocol.catalog import RECALL

@@ -10,12 +10,10 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import threading
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from kernel.context.policy import FoldCache
 from kernel.errors import JmpError, RunEnded
 from kernel.loop import prompts
 from kernel.loop.kernel_tools import ToolHandle, kernel_tools
@@ -34,7 +32,7 @@ from protocol.events import (
 from protocol.messages import Message, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
-    from kernel.context.policy import ContextPolicy, Projection
+    from kernel.loop.context_view import ContextView
     from kernel.store.session import Session
     from kernel.supervision.models import Models
     from kernel.supervision.tools import Tools
@@ -86,65 +84,25 @@ def repeated_error(events: list[Event]) -> str | None:
 
 
 class ToolStep:
-    """Executes the step the router chose; owns the recall index and the MCP spec cache."""
+    """Executes the step the router chose; owns the MCP spec cache and the kernel tools."""
 
     def __init__(
         self,
         session: Session,
         models: Models,
         tools: Tools,
-        policy: ContextPolicy,
+        view: ContextView,
         instructions: str,
         cancel: threading.Event,
     ) -> None:
         self.session = session
         self.models = models
         self.tools = tools
-        self.policy = policy
+        self.view = view
         self.instructions = instructions
         self.cancel = cancel
         self._mcp: list[ToolSpec] | None = None
-        self._recall: Any = None
-        self._loaded_checkpoint: tuple[Any] | None = None
-        self._folds = FoldCache()  # each projection folds only the events appended since
-        self._kernel_tools = kernel_tools(self.recall_index)
-
-    # --- context --------------------------------------------------------------------
-
-    def recall_index(self) -> Any:
-        """The session's recall cache, synced; None when it cannot be had (never fatal)."""
-        from kernel.context.recall import RecallIndex
-
-        try:
-            if self._recall is None:
-                self._recall = RecallIndex.open_or_rebuild(
-                    self.session.directory / "memory.sqlite3"
-                )
-            self._recall.sync(self.session.events, self.session.artifacts.read_text)
-        except Exception as exc:  # a broken cache never stops context construction
-            print(f"jmp: recall cache unavailable: {type(exc).__name__}", file=sys.stderr)
-            self._recall = None
-        return self._recall
-
-    def project(self, audience: str, reserved: int) -> Projection:
-        """The audience's projection of the log (raises ContextOverflow)."""
-        return self.policy.project(
-            self.session.events,
-            audience,
-            reserved_bytes=reserved,
-            read_artifact=self.session.artifacts.read_text,
-            recall=self.recall_index(),
-            checkpoint=self._checkpoint(),
-            cache=self._folds,
-        )
-
-    def _checkpoint(self) -> Any:
-        """The latest compaction checkpoint, read once per run (building starts from it)."""
-        if self._loaded_checkpoint is None:
-            from kernel.context.checkpoint import load_latest_checkpoint
-
-            self._loaded_checkpoint = (load_latest_checkpoint(self.session.directory),)
-        return self._loaded_checkpoint[0]
+        self._kernel_tools = kernel_tools(view.recall_index)
 
     def mcp_specs(self) -> list[ToolSpec]:
         """MCP tools, when servers are configured (waits for the tool worker once)."""
@@ -200,7 +158,7 @@ class ToolStep:
             )
             return fixed
         task = prompts.GENERATE_TASK.format(tool=spec.name)
-        projection = self.project(
+        projection = self.view.project(
             "generator",
             len((self.instructions + task).encode()) + len(json.dumps(spec.parameters).encode()),
         )

@@ -1,0 +1,89 @@
+"""Where a run picks up from the log: the saved answer to replay, calls a kill left unsettled.
+
+A request that got its answer (completed) or its question (needs_input) is replayed, never
+run again; a call with `tool_started` and no end is recorded once as `tool_uncertain` and
+blocks the run until the user acknowledges it. Nothing here re-runs a call.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kernel.errors import StorageError
+from kernel.store import pending
+from protocol.events import Event, FinalData, RunStartedData, ToolUncertainData, UserData
+
+if TYPE_CHECKING:
+    from kernel.store.session import Session
+
+ANSWERED = ("completed", "needs_input")  # the request got its answer or its question
+
+
+def needs_models(session: Session, prompt: str | None, compact: bool) -> bool:
+    """False for runs that call no model: --compact, or the replay of a saved answer."""
+    if compact:
+        return False
+    return prompt is not None or saved_answer(session.events) is None
+
+
+def saved_answer(events: list[Event]) -> FinalData | None:
+    """The latest request's answer (completed) or question (needs_input), if it has one.
+
+    A request that was answered stays answered until the next prompt: a later `blocked` final
+    written only to record uncertainty (no run_started) does not reopen it. Without a new
+    prompt such a request is replayed, never run again (issue 9, item 1).
+    """
+    answer: FinalData | None = None
+    for event in events:
+        data = event.data
+        if isinstance(data, UserData | RunStartedData):
+            answer = None
+        elif isinstance(data, FinalData) and data.status in ANSWERED:
+            answer = data
+    return answer
+
+
+def read_only_error(session: Session) -> StorageError:
+    """Only the replay of a completed answer works on storage that refuses writes."""
+    return StorageError(
+        f"the session directory {session.directory} is read-only (or not writable by this "
+        "user): only the replay of a completed answer works here; nothing was written"
+    )
+
+
+def settle_interrupted(session: Session, acknowledge: bool) -> str:
+    """Record kernel_exit uncertainty once per call; acknowledge if asked.
+
+    Returns '' when the run may go on, else the `blocked` summary naming the calls waiting.
+    Each record is fsynced: a kill right after leaves it, and it is not written twice.
+    """
+    waiting: list[str] = []
+    for record in pending.unsettled(session.events):
+        cause = record.uncertain.cause if record.uncertain else "kernel_exit"
+        if record.uncertain is None or acknowledge:
+            session.append(
+                ToolUncertainData(
+                    call_id=record.call_id,
+                    tool=record.started.tool,
+                    target=record.started.target,
+                    cause=cause,
+                    acknowledged=acknowledge,
+                    note=_uncertain_note(acknowledge),
+                ),
+                durable=True,
+            )
+        if not acknowledge:
+            waiting.append(f"{record.started.tool} {record.started.target!r}")
+    if not waiting:
+        return ""
+    return (
+        "Interrupted calls have an unknown outcome: "
+        + ", ".join(waiting)
+        + ". Check their effect, then continue with --ack-interrupted (nothing is re-run)."
+    )
+
+
+def _uncertain_note(acknowledged: bool) -> str:
+    if acknowledged:
+        return "Acknowledged by the user: outcome still unknown; not re-run, not assumed done."
+    return "The call started and has no recorded end: its effect is unknown. Nothing re-ran it."
