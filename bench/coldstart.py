@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.helpers_e2e import Jmp
-from tests.helpers_warm import PoolProc, pool_pids
 from tests.servers.flash import FlashServer
 from tests.servers.jev import JevServer
+from tests.support.cli import Cli
+from tests.support.warm import PoolProc, pool_pids
 
 RUNS = 3
 ROOT = Path(__file__).resolve().parent.parent
@@ -43,7 +43,7 @@ def _timed(argv: list[str], env: dict[str, str] | None = None) -> float:
 
 def _one(tmp: Path, jev: JevServer, flash: FlashServer, env: dict[str, str]) -> dict[str, float]:
     """One launch: seconds from launch to the first Jev request, the effect, the exit."""
-    jmp = Jmp(tmp, jev, flash)
+    jmp = Cli(tmp, jev, flash)
     jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
     flash.queue([{"tool_call": {"arguments": {"command": "date +%s.%N > t.txt"}}}])
     flash.queue([{"text": "done"}])

@@ -45,9 +45,9 @@ def servers() -> Iterator[tuple[Any, Any]]:
 @pytest.fixture
 def jmp(short_tmp: Path, servers: tuple[Any, Any]) -> Any:
     """The real CLI against the loopback servers, in a fresh workspace and sessions dir."""
-    from tests.helpers_e2e import Jmp
+    from tests.support.cli import Cli
 
-    return Jmp(short_tmp, *servers)
+    return Cli(short_tmp, *servers)
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -55,7 +55,7 @@ def warm_pool_of_this_session() -> Iterator[None]:
     """Worker tests run cold (JMP_WARM=0) unless the run says `JMP_WARM=1 pytest ...`; any pool
     this session starts lives in its own private dir and is stopped at the end, and one that a
     test started in the default dir (an env without JMP_WARM_DIR) is stopped too."""
-    from tests.helpers_warm import stop_pools_started
+    from tests.support.warm import stop_pools_started
 
     os.environ.setdefault("JMP_WARM", "0")
     private = tempfile.mkdtemp(prefix="jwp", dir="/tmp")

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers_blackbox import Cli, short_dir, tool_call
 from tests.servers.flash import FlashServer
 from tests.servers.jev import JevServer
+from tests.support.cli import Cli, short_dir, tool_call
 
 MB = 1_000_000
 
@@ -44,7 +44,7 @@ def test_a_megabyte_command_costs_the_cache_and_the_log_a_bounded_amount(cli: Cl
     the whole command is in the request artifact."""
     body = "\n".join(f"{n:07d} " + "x" * 992 for n in range(MB // 1000))
     command = f"cat > big.txt <<'EOF'\n{body}\nEOF"
-    cli.extra = {"JMP_FLASH_ARGUMENTS_CHARS": str(3 * MB)}
+    cli.extra_env = {"JMP_FLASH_ARGUMENTS_CHARS": str(3 * MB)}
     cli.flash.state.chunk_chars = 65_536  # 8-character SSE chunks would make 125,000 events
     sid, finished = _bash_run(cli, {"command": command})
     assert finished[0]["exit_code"] == 0, finished
@@ -71,7 +71,7 @@ def test_never_ending_commands_stop_at_the_limits_and_absurd_timeouts_are_clampe
     """Item 10: `yes` stops at the output cap and `sleep` at the time limit, each an honest
     tool_finished (exit_code -1, interrupted, reason) with its process tree gone; timeouts of
     1e308, NaN or -5 are clamped to the configured limit, never taken as given."""
-    cli.extra = {"JMP_BASH_TIMEOUT_S": "3", "JMP_BASH_OUTPUT_BYTES": "200000"}
+    cli.extra_env = {"JMP_BASH_TIMEOUT_S": "3", "JMP_BASH_OUTPUT_BYTES": "200000"}
     sid, finished = _bash_run(
         cli,
         {"command": "yes"},

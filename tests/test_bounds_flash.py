@@ -9,9 +9,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers_blackbox import Cli, short_dir, tool_call
 from tests.servers.flash import FlashServer
 from tests.servers.jev import JevServer
+from tests.support.cli import Cli, short_dir, tool_call
 
 ANSWER_CAP = 50_000
 ARGUMENTS_CAP = 40_000
@@ -23,7 +23,7 @@ def cli() -> Iterator[Cli]:
     try:
         with JevServer() as jev, FlashServer() as flash:
             cli = Cli(tmp, jev, flash)
-            cli.extra = {
+            cli.extra_env = {
                 "JMP_FLASH_ANSWER_CHARS": str(ANSWER_CAP),
                 "JMP_FLASH_ARGUMENTS_CHARS": str(ARGUMENTS_CAP),
             }

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers_blackbox import Cli, short_dir, tool_call
 from tests.servers.flash import FlashServer
 from tests.servers.jev import JevServer
+from tests.support.cli import Cli, short_dir, tool_call
 
 FAKE_MCP = str(Path(__file__).resolve().parent / "fakes" / "mcp_server.py")
 

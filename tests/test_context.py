@@ -29,7 +29,7 @@ from kernel.context.state import (
 from kernel.errors import ConfigError, ContextOverflow
 from kernel.loop.context_view import ContextView
 from protocol.events import ErrorData, FinalData, ToolUncertainData, UserData
-from tests.helpers_context import Log, synthetic
+from tests.support.context import Log, synthetic
 
 POLICY = ContextPolicy()
 
@@ -68,12 +68,12 @@ def test_budget_holds_and_requests_survive(n_events: int, audience: str) -> None
     assert text.startswith(label)
 
 
-def test_budget_holds_at_100k_events_in_reasonable_time() -> None:
+@pytest.mark.slow
+def test_budget_holds_at_100k_events() -> None:
+    """(Build time against log size is measured by bench/context.py, not asserted here.)"""
     log = synthetic(100_000, seed=7, big_every=200, request_rate=0.0005)
-    started = time.perf_counter()
     for audience in ("router", "generator"):
         assert assert_projection(log, audience, reserved=2500) is not None
-    assert time.perf_counter() - started < 20
 
 
 def test_single_output_larger_than_the_budget_is_cut_with_a_marker() -> None:
@@ -396,6 +396,7 @@ def _fields(event: object) -> dict[str, object]:
     return {f: getattr(event, f) for f in event.__struct_fields__}  # type: ignore[attr-defined]
 
 
+@pytest.mark.slow  # asserts a wall-clock bound
 def test_checkpoint_start_is_cheaper_than_a_full_fold(short_tmp: Path) -> None:
     log = synthetic(60_000, seed=9, request_rate=0.0005)
     data, info = POLICY.checkpoint(log.events[:-20], "router")

@@ -23,7 +23,7 @@ from protocol.events import (
     ToolFinishedData,
     UsageData,
 )
-from tests.helpers_context import Log, synthetic
+from tests.support.context import Log, synthetic
 
 POLICY = ContextPolicy(jev_bytes=3000, flash_bytes=9000)  # small: archiving and omission happen
 

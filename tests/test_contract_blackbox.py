@@ -13,15 +13,13 @@ from typing import Any
 
 import pytest
 
-from tests.helpers_blackbox import (
-    DEEPSEEK_SECRET,
-    FLASH_SECRET,
-    HEX32,
-    JEV_SECRET,
-    REQUIRED,
+from tests.servers.flash import FlashServer
+from tests.servers.jev import JevServer
+from tests.support.cli import (
+    DEEPSEEK_KEY,
+    FLASH_KEY,
+    JEV_KEY,
     ROOT,
-    STAGES,
-    TOOLS,
     Cli,
     Run,
     inside,
@@ -29,16 +27,15 @@ from tests.helpers_blackbox import (
     short_dir,
     tool_call,
 )
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
+from tests.support.contract import HEX32, REQUIRED, STAGES, TOOLS
 
 REQUEST_1 = "Write notes.txt:  ünïcödé ✓, tabs\tand\nnew lines — keep them verbatim"
 REQUEST_2_TAIL = "then run false until it stops, please"
-REQUEST_2 = f"my key is {FLASH_SECRET}; {REQUEST_2_TAIL}"
+REQUEST_2 = f"my key is {FLASH_KEY}; {REQUEST_2_TAIL}"
 ANSWER_1 = "Finished: notes.txt written ✓."
 JEV_BUDGET = 4000
 FLASH_BUDGET = 20000
-NOTE = f"UNIQUE_MARK {JEV_SECRET}\n" + "lorem ipsum dolor sit amet\n" * 250
+NOTE = f"UNIQUE_MARK {JEV_KEY}\n" + "lorem ipsum dolor sit amet\n" * 250
 
 
 @dataclass
@@ -119,7 +116,9 @@ def story() -> Iterator[Story]:
     tmp = short_dir()
     with JevServer() as jev, FlashServer() as flash:
         cli = Cli(tmp, jev, flash)
-        cli.extra.update(JEV_CONTEXT_BYTES=str(JEV_BUDGET), FLASH_CONTEXT_BYTES=str(FLASH_BUDGET))
+        cli.extra_env.update(
+            JEV_CONTEXT_BYTES=str(JEV_BUDGET), FLASH_CONTEXT_BYTES=str(FLASH_BUDGET)
+        )
         s = Story(cli)
         s.first = _first_request(cli)
         assert s.first.code == 0, s.first.stderr[-3000:]
@@ -238,14 +237,14 @@ def test_known_keys_never_leave_the_process(story: Story) -> None:
     stored = session_bytes(story.directory)
     outputs = "".join(r.stdout + r.stderr for r in story.runs())
     bodies = json.dumps([story.jev_first, story.flash_first, story.jev_second, story.flash_second])
-    for secret in (JEV_SECRET, FLASH_SECRET):
+    for secret in (JEV_KEY, FLASH_KEY):
         assert secret.encode() not in stored
         assert secret not in outputs and secret not in bodies
     db = story.directory / "memory.sqlite3"
     if db.exists():  # the recall cache is disposable, but must not hold keys either
         with sqlite3.connect(db) as conn:
             dump = "\n".join(conn.iterdump())
-        assert JEV_SECRET not in dump and FLASH_SECRET not in dump
+        assert JEV_KEY not in dump and FLASH_KEY not in dump
 
 
 # ---- section 7: the two wire protocols ----------------------------------------------------
@@ -335,7 +334,7 @@ def test_every_request_reaches_both_models_verbatim(story: Story) -> None:
         contents = "".join(str(m.get("content") or "") for m in body["messages"])
         assert REQUEST_2_TAIL in contents and ANSWER_1 in contents
     users = [e["data"]["text"] for e in story.cli.log(story.sid) if e["kind"] == "user"]
-    assert users[0] == REQUEST_1 and REQUEST_2_TAIL in users[1] and FLASH_SECRET not in users[1]
+    assert users[0] == REQUEST_1 and REQUEST_2_TAIL in users[1] and FLASH_KEY not in users[1]
 
 
 # ---- sections 3, 6, 8: keyless commands, follow-up, identical errors -----------------------
@@ -464,14 +463,14 @@ def test_router_budget_at_the_limit_is_accepted(cli: Cli) -> None:
 
 
 def test_deepseek_key_stands_in_for_flash_key(cli: Cli) -> None:
-    run = _done(cli, env=cli.env(FLASH_API_KEY=None, DEEPSEEK_API_KEY=DEEPSEEK_SECRET))
+    run = _done(cli, env=cli.env(FLASH_API_KEY=None, DEEPSEEK_API_KEY=DEEPSEEK_KEY))
     assert run.code == 0, run.stderr
     auth = [r["headers"].get("Authorization") for r in cli.flash.requests[-1:]]
-    assert auth == [f"Bearer {DEEPSEEK_SECRET}"]
-    both = _done(cli, env=cli.env(DEEPSEEK_API_KEY=DEEPSEEK_SECRET))
+    assert auth == [f"Bearer {DEEPSEEK_KEY}"]
+    both = _done(cli, env=cli.env(DEEPSEEK_API_KEY=DEEPSEEK_KEY))
     assert both.code == 0, both.stderr
-    assert cli.flash.requests[-1]["headers"].get("Authorization") == f"Bearer {FLASH_SECRET}"
-    for secret in (DEEPSEEK_SECRET, FLASH_SECRET, JEV_SECRET):
+    assert cli.flash.requests[-1]["headers"].get("Authorization") == f"Bearer {FLASH_KEY}"
+    for secret in (DEEPSEEK_KEY, FLASH_KEY, JEV_KEY):
         assert secret not in run.stdout + run.stderr + both.stdout + both.stderr
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.helpers_e2e import ROOT
+from tests.support.cli import ROOT
 
 
 def test_demo_walks_through_kill_block_ack_complete() -> None:

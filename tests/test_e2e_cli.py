@@ -7,7 +7,9 @@ import shutil
 import signal
 import time
 
-from tests.helpers_e2e import FLASH_KEY, JEV_KEY, Jmp, wait_for_line
+import pytest
+
+from tests.support.cli import FLASH_KEY, JEV_KEY, Cli, wait_for_line
 
 WRITE = {"tool_call": {"arguments": {"path": "hello.py", "file_text": "print('hello')\n"}}}
 RUN = {"tool_call": {"arguments": {"command": "python3 hello.py"}}}
@@ -23,7 +25,7 @@ EDIT = {
 }
 
 
-def test_multi_step_task_completes_and_changes_the_workspace(jmp: Jmp) -> None:
+def test_multi_step_task_completes_and_changes_the_workspace(jmp: Cli) -> None:
     jmp.jev.script(
         [{"route": c} for c in ("write", "bash", "edit", "bash", "done")]
         + [{"completion_review": "complete"}]
@@ -56,7 +58,7 @@ def test_multi_step_task_completes_and_changes_the_workspace(jmp: Jmp) -> None:
         assert body["parallel_tool_calls"] is False and body["stream"] is True
 
 
-def test_route_offers_exactly_the_tool_names(jmp: Jmp) -> None:
+def test_route_offers_exactly_the_tool_names(jmp: Cli) -> None:
     jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
     jmp.flash.queue([{"text": "Hello!"}])
     out = jmp.task("say hello", "--no-mcp")
@@ -73,7 +75,7 @@ def test_route_offers_exactly_the_tool_names(jmp: Jmp) -> None:
     assert not out.of("tool_started")
 
 
-def test_low_confidence_pauses_with_needs_input(jmp: Jmp) -> None:
+def test_low_confidence_pauses_with_needs_input(jmp: Cli) -> None:
     spread = {"read": 0.2, "write": 0.2, "bash": 0.2, "edit": 0.1, "done": 0.1}
     jmp.jev.script([{"route": spread}])
     out = jmp.task("do something vague")
@@ -83,7 +85,7 @@ def test_low_confidence_pauses_with_needs_input(jmp: Jmp) -> None:
     assert not jmp.flash.completions()
 
 
-def test_ask_pauses_with_a_question_from_flash(jmp: Jmp) -> None:
+def test_ask_pauses_with_a_question_from_flash(jmp: Cli) -> None:
     jmp.jev.script([{"route": "ask"}])
     jmp.flash.queue([{"text": "Which file should I change?"}])
     out = jmp.task("fix it")
@@ -93,7 +95,7 @@ def test_ask_pauses_with_a_question_from_flash(jmp: Jmp) -> None:
     assert not jmp.flash.completions()[0].get("tools")
 
 
-def test_work_remains_reroutes_without_done(jmp: Jmp) -> None:
+def test_work_remains_reroutes_without_done(jmp: Cli) -> None:
     jmp.jev.script(
         [
             {"route": "done"},
@@ -113,7 +115,7 @@ def test_work_remains_reroutes_without_done(jmp: Jmp) -> None:
     assert "done" in routes[3]["route"]["criteria"]
 
 
-def test_generation_500_leaves_no_tool_started_and_retry_completes(jmp: Jmp) -> None:
+def test_generation_500_leaves_no_tool_started_and_retry_completes(jmp: Cli) -> None:
     jmp.jev.script([{"route": "write"}])
     jmp.flash.fault("http500", count=10)
     out = jmp.task("write a file")
@@ -131,7 +133,7 @@ def test_generation_500_leaves_no_tool_started_and_retry_completes(jmp: Jmp) -> 
     assert (jmp.workspace / "hello.py").exists()
 
 
-def test_invalid_arguments_never_reach_a_tool(jmp: Jmp) -> None:
+def test_invalid_arguments_never_reach_a_tool(jmp: Cli) -> None:
     bad = {"tool_call": {"arguments": {"path": "x.txt", "file_text": 42, "bogus": 1}}}
     jmp.jev.script([{"route": "write"}] * 3)
     jmp.flash.queue([bad, bad, bad])
@@ -145,7 +147,7 @@ def test_invalid_arguments_never_reach_a_tool(jmp: Jmp) -> None:
     assert not (jmp.workspace / "x.txt").exists()
 
 
-def test_replay_of_a_completed_session_calls_no_model(jmp: Jmp) -> None:
+def test_replay_of_a_completed_session_calls_no_model(jmp: Cli) -> None:
     jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
     jmp.flash.queue([{"text": "All done."}])
     out = jmp.task("hi")
@@ -159,7 +161,7 @@ def test_replay_of_a_completed_session_calls_no_model(jmp: Jmp) -> None:
     assert (len(jmp.jev.requests), len(jmp.flash.requests)) == before
 
 
-def test_missing_key_is_named_and_creates_no_session(jmp: Jmp) -> None:
+def test_missing_key_is_named_and_creates_no_session(jmp: Cli) -> None:
     env = jmp.env()
     del env["FLASH_API_KEY"]
     out = jmp.task("anything", env=env)
@@ -168,7 +170,8 @@ def test_missing_key_is_named_and_creates_no_session(jmp: Jmp) -> None:
     assert not jmp.home.exists() or not any(jmp.home.iterdir())
 
 
-def test_ctrl_c_during_streaming_ends_cancelled_quickly(jmp: Jmp) -> None:
+@pytest.mark.slow  # asserts a wall-clock bound
+def test_ctrl_c_during_streaming_ends_cancelled_quickly(jmp: Cli) -> None:
     jmp.jev.script([{"route": "write"}])
     jmp.flash.fault("slow", count=1, seconds=2.0)
     jmp.flash.queue([WRITE])
@@ -187,7 +190,7 @@ def test_ctrl_c_during_streaming_ends_cancelled_quickly(jmp: Jmp) -> None:
     assert not (jmp.workspace / "hello.py").exists()
 
 
-def test_offload_skips_generation_for_fixed_schema_only(jmp: Jmp) -> None:
+def test_offload_skips_generation_for_fixed_schema_only(jmp: Cli) -> None:
     # `recall` is free-form: it needs one generation request.
     jmp.jev.script([{"route": "recall"}, {"route": "done"}, {"completion_review": "complete"}])
     jmp.flash.queue([{"tool_call": {"arguments": {"query": "hello"}}}, {"text": "found"}])
@@ -197,7 +200,7 @@ def test_offload_skips_generation_for_fixed_schema_only(jmp: Jmp) -> None:
     assert "argument_offload" not in out.kinds()
 
 
-def _completed_session(jmp: Jmp) -> str:
+def _completed_session(jmp: Cli) -> str:
     jmp.jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
     jmp.flash.queue([{"tool_call": {"arguments": {"command": "echo needle-42"}}}, {"text": "ok"}])
     out = jmp.task("echo the needle")
@@ -205,7 +208,7 @@ def _completed_session(jmp: Jmp) -> str:
     return str(out.result["session_id"])
 
 
-def test_compact_is_local_deterministic_and_needs_no_key(jmp: Jmp) -> None:
+def test_compact_is_local_deterministic_and_needs_no_key(jmp: Cli) -> None:
     session = _completed_session(jmp)
     before = (len(jmp.jev.requests), len(jmp.flash.requests))
     env = jmp.env()
@@ -233,7 +236,7 @@ def test_compact_is_local_deterministic_and_needs_no_key(jmp: Jmp) -> None:
     assert replay.code == 0 and replay.result["summary"] == "ok"
 
 
-def test_a_corrupt_recall_cache_does_not_stop_a_run(jmp: Jmp) -> None:
+def test_a_corrupt_recall_cache_does_not_stop_a_run(jmp: Cli) -> None:
     session = _completed_session(jmp)
     cache = jmp.home / session / "memory.sqlite3"
     cache.write_bytes(b"this is not a database" * 100)
@@ -246,7 +249,7 @@ def test_a_corrupt_recall_cache_does_not_stop_a_run(jmp: Jmp) -> None:
     assert "needle-42" in recall[0]["text"]
 
 
-def test_list_shows_sessions_with_status(jmp: Jmp) -> None:
+def test_list_shows_sessions_with_status(jmp: Cli) -> None:
     session = _completed_session(jmp)
     out = jmp.run("--list")
     assert out.code == 0

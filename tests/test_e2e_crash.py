@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.helpers_e2e import Jmp, finish, kill_group, wait_for_line
+from tests.support.cli import Cli, finish, kill_group, wait_for_line
 
 APPEND = "echo ran >> effect.txt"
 
@@ -26,7 +26,7 @@ def processes_with(marker: str) -> list[psutil.Process]:
     return found
 
 
-def of_this_test(jmp: Jmp) -> list[psutil.Process]:
+def of_this_test(jmp: Cli) -> list[psutil.Process]:
     """Every process that runs with this test's sessions dir: CLI, workers, shells."""
     found = []
     for proc in psutil.process_iter():
@@ -38,7 +38,7 @@ def of_this_test(jmp: Jmp) -> list[psutil.Process]:
     return found
 
 
-def wait_gone(marker: str | Jmp, timeout: float = 8.0) -> list[psutil.Process]:
+def wait_gone(marker: str | Cli, timeout: float = 8.0) -> list[psutil.Process]:
     """Wait until no process matches (a cmdline marker, or a test's environment)."""
 
     def left() -> list[psutil.Process]:
@@ -52,17 +52,17 @@ def wait_gone(marker: str | Jmp, timeout: float = 8.0) -> list[psutil.Process]:
     return left()
 
 
-def effect_lines(jmp: Jmp) -> int:
+def effect_lines(jmp: Cli) -> int:
     path = jmp.workspace / "effect.txt"
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-def script_one_bash(jmp: Jmp, command: str) -> None:
+def script_one_bash(jmp: Cli, command: str) -> None:
     jmp.jev.script([{"route": "bash"}])
     jmp.flash.queue([{"tool_call": {"arguments": {"command": command}}}])
 
 
-def script_finish(jmp: Jmp) -> None:
+def script_finish(jmp: Cli) -> None:
     jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
     jmp.flash.queue([{"text": "finished"}])
 
@@ -71,7 +71,8 @@ def uncertain(log: list[dict]) -> list[dict]:
     return [e["data"] for e in log if e["kind"] == "tool_uncertain"]
 
 
-def test_tool_worker_killed_mid_command_is_uncertain_within_two_seconds(jmp: Jmp) -> None:
+@pytest.mark.slow  # asserts a wall-clock bound
+def test_tool_worker_killed_mid_command_is_uncertain_within_two_seconds(jmp: Cli) -> None:
     script_one_bash(jmp, f"{APPEND}; sleep 30.4321")
     proc = jmp.start("--workspace", str(jmp.workspace), "run the slow job")
     lines = wait_for_line(proc, lambda line: line["kind"] == "tool_started")
@@ -101,7 +102,7 @@ def test_tool_worker_killed_mid_command_is_uncertain_within_two_seconds(jmp: Jmp
     [("before_tool_started", 0), ("after_tool_started", 0), ("after_tool_result", 1)],
 )
 def test_kernel_killed_at_each_point_reports_exactly_the_pending_call(
-    jmp: Jmp, crash_at: str, ran: int
+    jmp: Cli, crash_at: str, ran: int
 ) -> None:
     script_one_bash(jmp, APPEND)
     env = jmp.env() | {"JMP_CRASH_AT": crash_at}
@@ -127,7 +128,7 @@ def test_kernel_killed_at_each_point_reports_exactly_the_pending_call(
     assert effect_lines(jmp) == ran  # nothing ran twice, nothing re-ran by itself
 
 
-def test_kernel_group_killed_during_the_command(jmp: Jmp) -> None:
+def test_kernel_group_killed_during_the_command(jmp: Cli) -> None:
     script_one_bash(jmp, f"{APPEND}; sleep 40.321")
     proc = jmp.start("--workspace", str(jmp.workspace), "slow job")
     lines = wait_for_line(proc, lambda line: line["kind"] == "tool_started")
@@ -147,7 +148,7 @@ def test_kernel_group_killed_during_the_command(jmp: Jmp) -> None:
     assert effect_lines(jmp) == 1
 
 
-def test_a_follow_up_on_an_uncertain_session_is_kept_and_blocked(jmp: Jmp) -> None:
+def test_a_follow_up_on_an_uncertain_session_is_kept_and_blocked(jmp: Cli) -> None:
     script_one_bash(jmp, APPEND)
     first = jmp.task("append", env=jmp.env() | {"JMP_CRASH_AT": "after_tool_started"})
     session = first.lines[0]["session_id"]
@@ -157,7 +158,7 @@ def test_a_follow_up_on_an_uncertain_session_is_kept_and_blocked(jmp: Jmp) -> No
     assert texts == ["append", "and then tidy up"]
 
 
-def test_model_keys_never_reach_the_tool_shell(jmp: Jmp) -> None:
+def test_model_keys_never_reach_the_tool_shell(jmp: Cli) -> None:
     script_one_bash(jmp, "env | grep -c _API_KEY; true")
     script_finish(jmp)
     out = jmp.task("show env")
@@ -165,7 +166,7 @@ def test_model_keys_never_reach_the_tool_shell(jmp: Jmp) -> None:
     assert out.of("tool_finished")[0]["text"].strip().startswith("0")
 
 
-def test_workspace_path_escape_is_refused(jmp: Jmp, tmp_path: Path) -> None:
+def test_workspace_path_escape_is_refused(jmp: Cli, tmp_path: Path) -> None:
     outside = tmp_path / "outside.txt"
     jmp.jev.script([{"route": "write"}] * 3)
     bad = {"tool_call": {"arguments": {"path": str(outside), "file_text": "x"}}}

@@ -11,14 +11,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.helpers_e2e import Jmp, Outcome, kill_group, parse_lines, wait_for_line
-from tests.helpers_store import copied, make_template
+from tests.support.cli import Cli, Run, kill_group, wait_for_line
+from tests.support.store import copied, make_template
 
 template = pytest.fixture(scope="module")(make_template)
 
@@ -29,18 +28,10 @@ needs_root = pytest.mark.skipif(
 )
 
 
-def run_wrapped(jmp: Jmp, wrapper: list[str], *args: str, timeout: float = 120) -> Outcome:
+def run_wrapped(jmp: Cli, wrapper: list[str], *args: str, timeout: float = 120) -> Run:
     """The CLI under a wrapper (unshare, setpriv) that execs `python main.py --json ARGS`."""
-    proc = subprocess.run(
-        [*wrapper, *jmp.argv(*args)],
-        cwd="/",
-        env={**jmp.env(), "PYTHONDONTWRITEBYTECODE": "1"},
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        stdin=subprocess.DEVNULL,
-    )
-    return Outcome(proc.returncode, parse_lines(proc.stdout), proc.stderr, proc.stdout)
+    env = jmp.env(PYTHONDONTWRITEBYTECODE="1")
+    return jmp.exec([*wrapper, *jmp.argv(*args)], env=env, cwd=Path("/"), timeout=timeout)
 
 
 def in_namespace(setup: str) -> list[str]:
@@ -69,7 +60,7 @@ def tree(root: Path) -> dict[str, bytes | None]:
 @needs_root
 @pytest.mark.parametrize("how", ["read-only mount", "unwritable files"])
 def test_replay_of_a_completed_answer_works_on_read_only_storage(
-    jmp: Jmp, template: Path, how: str
+    jmp: Cli, template: Path, how: str
 ) -> None:
     sid = copied(jmp, template)
     before = tree(jmp.home)
@@ -95,7 +86,7 @@ def test_replay_of_a_completed_answer_works_on_read_only_storage(
 
 
 @needs_root
-def test_a_full_disk_is_named_with_the_path(jmp: Jmp) -> None:
+def test_a_full_disk_is_named_with_the_path(jmp: Cli) -> None:
     jmp.home.mkdir()
     home = str(jmp.home)
     fill = f"mount -t tmpfs -o size=64k tmpfs {home}; (head -c 999999 /dev/zero >{home}/f || :)"
@@ -108,7 +99,7 @@ def test_a_full_disk_is_named_with_the_path(jmp: Jmp) -> None:
 
 
 @needs_root
-def test_an_unreadable_log_is_named_not_an_internal_error(jmp: Jmp, template: Path) -> None:
+def test_an_unreadable_log_is_named_not_an_internal_error(jmp: Cli, template: Path) -> None:
     sid = copied(jmp, template)
     log = jmp.home / sid / "events.jsonl"
     log.chmod(0)
@@ -119,7 +110,7 @@ def test_an_unreadable_log_is_named_not_an_internal_error(jmp: Jmp, template: Pa
     assert "Permission denied" in summary and str(log) in summary
 
 
-def test_a_deleted_workspace_is_named(jmp: Jmp, template: Path) -> None:
+def test_a_deleted_workspace_is_named(jmp: Cli, template: Path) -> None:
     sid = copied(jmp, template)
     shutil.rmtree(jmp.workspace)
     out = run_wrapped(jmp, [], "--session", sid, "continue")
@@ -129,7 +120,7 @@ def test_a_deleted_workspace_is_named(jmp: Jmp, template: Path) -> None:
     assert str(jmp.workspace) in summary, summary
 
 
-def processes_of(jmp: Jmp) -> set[int]:
+def processes_of(jmp: Cli) -> set[int]:
     """The pids running with this test's sessions dir (kernel and workers, cold or warm)."""
     found = set()
     for proc in psutil.process_iter():
@@ -155,7 +146,7 @@ def runtime_dirs_of(pids: set[int]) -> set[Path]:
 
 @pytest.mark.timeout(300)
 def test_runtime_dirs_of_a_killed_kernel_are_removed_on_the_next_start(
-    jmp: Jmp, template: Path
+    jmp: Cli, template: Path
 ) -> None:
     sid = copied(jmp, template)
     jmp.jev.script([{"route": "bash"}])

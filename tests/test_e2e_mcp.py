@@ -7,13 +7,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.helpers_e2e import ROOT, Jmp
+from tests.support.cli import ROOT, Cli
 
 SERVER = str(ROOT / "tests" / "fakes" / "mcp_server.py")
 SECRET = "mcp-secret-value-8675309"
 
 
-def configure(jmp: Jmp, *extra_args: str, servers: dict[str, Any] | None = None) -> None:
+def configure(jmp: Cli, *extra_args: str, servers: dict[str, Any] | None = None) -> None:
     config = servers or {
         "fake": {
             "command": sys.executable,
@@ -25,7 +25,7 @@ def configure(jmp: Jmp, *extra_args: str, servers: dict[str, Any] | None = None)
     path.write_text(json.dumps({"mcpServers": config}))
 
 
-def test_mcp_tools_generated_and_offloaded(jmp: Jmp) -> None:
+def test_mcp_tools_generated_and_offloaded(jmp: Cli) -> None:
     configure(jmp)
     jmp.jev.script(
         [
@@ -68,7 +68,7 @@ def test_mcp_tools_generated_and_offloaded(jmp: Jmp) -> None:
     assert "[REDACTED]" in finished["mcp.getenv"]["text"]
 
 
-def test_no_mcp_skips_the_servers(jmp: Jmp) -> None:
+def test_no_mcp_skips_the_servers(jmp: Cli) -> None:
     configure(jmp)
     jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
     jmp.flash.queue([{"text": "hi"}])
@@ -78,7 +78,7 @@ def test_no_mcp_skips_the_servers(jmp: Jmp) -> None:
     assert not [name for name in offered if name.startswith("mcp.")]
 
 
-def test_more_than_250_tools_is_a_clear_error(jmp: Jmp) -> None:
+def test_more_than_250_tools_is_a_clear_error(jmp: Cli) -> None:
     configure(jmp, "--count", "251")
     out = jmp.task("anything")
     assert out.code == 2
@@ -87,7 +87,7 @@ def test_more_than_250_tools_is_a_clear_error(jmp: Jmp) -> None:
     assert out.of("final")[-1]["status"] == "error"  # the session records why it stopped
 
 
-def test_a_name_clash_between_servers_is_a_clear_error(jmp: Jmp) -> None:
+def test_a_name_clash_between_servers_is_a_clear_error(jmp: Cli) -> None:
     one = {"command": sys.executable, "args": [SERVER]}
     configure(jmp, servers={"one": one, "two": dict(one)})
     out = jmp.task("anything")
@@ -95,7 +95,7 @@ def test_a_name_clash_between_servers_is_a_clear_error(jmp: Jmp) -> None:
     assert "one" in out.result["summary"] and "two" in out.result["summary"]
 
 
-def test_a_broken_config_names_the_file_and_field(jmp: Jmp) -> None:
+def test_a_broken_config_names_the_file_and_field(jmp: Cli) -> None:
     path: Path = jmp.tmp / "mcp.json"
     path.write_text(json.dumps({"mcpServers": {"fs": {"command": "x", "args": ["a", 3]}}}))
     out = jmp.task("anything")

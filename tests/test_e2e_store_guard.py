@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers_e2e import Jmp
-from tests.helpers_store import copied, make_template
+from tests.support.cli import Cli
+from tests.support.store import copied, make_template
 
 template = pytest.fixture(scope="module")(make_template)
 
 
-def inside_workspace(jmp: Jmp) -> Jmp:
+def inside_workspace(jmp: Cli) -> Cli:
     """Keep sessions at WORKSPACE/.jmp/sessions, like `jmp` run from its own checkout."""
     jmp.home = jmp.workspace / ".jmp" / "sessions"
     return jmp
@@ -33,7 +33,7 @@ def check_log(path: Path) -> list[dict]:
 
 
 @pytest.mark.timeout(300)  # one run with a tool worker, on a machine shared by many tests
-def test_file_tools_refuse_paths_inside_the_sessions_dir(jmp: Jmp, template: Path) -> None:
+def test_file_tools_refuse_paths_inside_the_sessions_dir(jmp: Cli, template: Path) -> None:
     inside_workspace(jmp)
     sid = copied(jmp, template)
     log = jmp.home / sid / "events.jsonl"
@@ -69,7 +69,7 @@ def test_file_tools_refuse_paths_inside_the_sessions_dir(jmp: Jmp, template: Pat
 )
 @pytest.mark.timeout(300)
 def test_a_log_replaced_under_a_running_session_stops_the_run(
-    jmp: Jmp, template: Path, command: str, how: str
+    jmp: Cli, template: Path, command: str, how: str
 ) -> None:
     sid = copied(jmp, template)
     directory = jmp.home / sid
@@ -134,7 +134,7 @@ def snapshot(root: Path) -> dict[str, bytes | None]:
     ],
 )
 def test_a_session_dir_holding_links_is_refused_and_nothing_written(
-    jmp: Jmp, template: Path, entry: str, prompt: str | None
+    jmp: Cli, template: Path, entry: str, prompt: str | None
 ) -> None:
     sid = copied(jmp, template)
     directory = jmp.home / sid
@@ -153,7 +153,7 @@ def test_a_session_dir_holding_links_is_refused_and_nothing_written(
 
 
 def test_a_session_dir_that_is_a_link_is_refused_but_a_linked_home_works(
-    jmp: Jmp, template: Path
+    jmp: Cli, template: Path
 ) -> None:
     sid = copied(jmp, template)
     real_home = jmp.tmp / "real-home"
@@ -171,7 +171,7 @@ def test_a_session_dir_that_is_a_link_is_refused_but_a_linked_home_works(
 
 
 @pytest.mark.timeout(60)
-def test_list_and_open_never_hang_on_a_fifo_log(jmp: Jmp, template: Path) -> None:
+def test_list_and_open_never_hang_on_a_fifo_log(jmp: Cli, template: Path) -> None:
     sid = copied(jmp, template)
     fifo_id = "f" * 32
     (jmp.home / fifo_id).mkdir()

@@ -19,7 +19,7 @@ import zmq
 from kernel.supervision.supervisor import Worker
 from protocol.codec import decode_from_worker, decode_to_worker, encode_frame
 from protocol.messages import Cancel, Failed, Heartbeat, Ready, RunTool, ToolResult
-from tests.helpers_workers import close_within, fake_worker, pid_running, wait_until
+from tests.support.workers import close_within, fake_worker, pid_running, wait_until
 from workers.base import KERNEL_SILENCE_S
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -143,6 +143,7 @@ def test_second_request_while_busy_is_refused(kernel: FakeKernel) -> None:
     assert stopped.reply_to == "slow" and stopped.interrupted
 
 
+@pytest.mark.slow  # asserts a wall-clock bound
 def test_worker_exits_when_the_kernel_falls_silent(kernel: FakeKernel) -> None:
     began = time.monotonic()
     wait_until(lambda: kernel.proc.poll() is not None, KERNEL_SILENCE_S + 5, "the worker to quit")

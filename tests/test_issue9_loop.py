@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.helpers_blackbox import ROOT, Cli, Run, short_dir, tool_call
 from tests.servers.flash import FlashServer
 from tests.servers.jev import JevServer
+from tests.support.cli import ROOT, Cli, Run, short_dir, tool_call
 
 ANSWER = "Ran the command once."
 RERUN = "echo RERUN >> rerun.txt"

@@ -148,6 +148,7 @@ def test_validate_uses_the_input_schema(toolset: McpToolset) -> None:
         toolset.validate("mcp.nope", {})
 
 
+@pytest.mark.slow  # asserts a wall-clock bound
 def test_slow_call_times_out_and_cancel_is_honoured(toolset: McpToolset) -> None:
     started = time.monotonic()
     result = toolset.call("mcp.slow", {"seconds": 60}, threading.Event(), timeout_s=0.5)
@@ -162,6 +163,7 @@ def test_slow_call_times_out_and_cancel_is_honoured(toolset: McpToolset) -> None
     assert toolset.call("mcp.echo", {"text": "still here"})["text"] == "still here"
 
 
+@pytest.mark.slow  # asserts a wall-clock bound
 def test_server_crash_mid_call_is_an_error_then_the_server_restarts() -> None:
     before = {p.pid for p in server_processes()}
     toolset = start_toolset({"mcpServers": {"c": fake()}})

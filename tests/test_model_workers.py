@@ -177,6 +177,7 @@ def test_router_invalid_json_is_failed_provider(jev: JevServer, router: RouterHa
     assert isinstance(reply, Failed) and reply.code == "provider" and reply.error_class
 
 
+@pytest.mark.slow  # asserts a wall-clock bound
 def test_router_cancel_while_jev_is_slow(jev: JevServer, router: RouterHandler) -> None:
     jev.fault("delay", seconds=3.0)
     cancel = threading.Event()
@@ -291,6 +292,7 @@ def test_generator_cut_stream_is_provider(flash: FlashServer, generator: Any) ->
     assert len(flash.completions()) == 1  # a stream is not retried mid-way
 
 
+@pytest.mark.slow  # asserts a wall-clock bound
 def test_generator_cancel_during_slow_stream(flash: FlashServer, generator: Any) -> None:
     flash.queue([{"tool_call": {"arguments": ARGUMENTS}}])
     flash.fault("slow", seconds=0.3)

@@ -12,7 +12,7 @@ from kernel.context.recall import RecallIndex
 from kernel.context.recall_pages import split_pages
 from kernel.context.recall_search import RecallError, fts_query, query_terms
 from kernel.context.recall_tool import RECALL_SCHEMA, run_recall
-from tests.helpers_context import Log, synthetic
+from tests.support.context import Log, synthetic
 
 
 @pytest.fixture

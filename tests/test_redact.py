@@ -95,12 +95,8 @@ def test_value_is_deep_and_does_not_mutate_its_input():
     assert original["a"][0] == "x hunter2hunter2"
 
 
-def test_redaction_is_fast_enough_for_every_event():
-    import time
-
+def test_a_big_output_with_many_secrets_none_present_is_unchanged():
+    """(Its speed is measured by bench/redact.py, not asserted here.)"""
     r = Redactor([f"secret-number-{i:04d}" for i in range(50)])
     text = "ordinary tool output line with nothing secret in it\n" * 2000  # ~100 KB
-    start = time.perf_counter()
-    for _ in range(5):
-        assert r.text(text) == text
-    assert (time.perf_counter() - start) / 5 < 0.25
+    assert r.text(text) == text

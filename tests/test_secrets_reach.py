@@ -19,9 +19,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.helpers_blackbox import ROOT, Cli, Run, json_lines, session_bytes, short_dir, tool_call
 from tests.servers.flash import FlashServer
 from tests.servers.jev import JevServer
+from tests.support.cli import ROOT, Cli, Run, json_lines, session_bytes, short_dir, tool_call
 
 # None of them matches a token format, so only the known-secret path can redact them.
 KEYS = {

@@ -23,7 +23,7 @@ from protocol.events import (
     ToolStartedData,
     UserData,
 )
-from tests.helpers_session import ROOT, log_lines, read_line, writer
+from tests.support.session import ROOT, log_lines, read_line, writer
 
 SECRET = "tok-4f9a8b7c6d5e"
 
@@ -233,6 +233,7 @@ def test_two_processes_race_for_one_session(home, workspace):
     assert [r["seq"] for r in log_lines(home / sid)] == list(range(1, 52))
 
 
+@pytest.mark.slow  # asserts a wall-clock bound
 def test_a_locked_session_refuses_within_a_second(home, workspace):
     with Session.create(home, workspace) as s, writer(home, s.id, 1) as proc:
         # wait for the interpreter to be up, so the clock measures the lock attempt only

@@ -19,7 +19,7 @@ import pytest
 from kernel.supervision.supervisor import Cancelled, Worker, WorkerDied, WorkerFailed
 from kernel.supervision.wire import HUNG_S
 from protocol.messages import ListTools, Progress, RunTool, ToolList, ToolResult
-from tests.helpers_workers import close_within, fake_worker, live_with, pid_running, wait_until
+from tests.support.workers import close_within, fake_worker, live_with, pid_running, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -91,6 +91,7 @@ def test_wrong_wire_version_fails_the_handshake(workers: list[Worker], short_tmp
     assert failed.value.code == "unsupported_version" and "99" in failed.value.detail
 
 
+@pytest.mark.slow  # asserts a wall-clock bound
 def test_death_mid_call_is_seen_within_a_second(workers: list[Worker], short_tmp: Path) -> None:
     worker = start(workers, short_tmp)
     worker.wait_ready(30)
@@ -104,6 +105,7 @@ def test_death_mid_call_is_seen_within_a_second(workers: list[Worker], short_tmp
         worker.request(run("echo"))
 
 
+@pytest.mark.slow  # asserts a wall-clock bound
 def test_sigkill_takes_the_setsid_grandchild_along(workers: list[Worker], short_tmp: Path) -> None:
     worker = start(workers, short_tmp)
     worker.wait_ready(30)
@@ -148,6 +150,7 @@ def _swallow(worker: Worker, msg: RunTool) -> None:
         worker.request(msg)
 
 
+@pytest.mark.slow  # asserts a wall-clock bound
 def test_hung_worker_is_killed_and_reported(workers: list[Worker], short_tmp: Path) -> None:
     worker = start(workers, short_tmp)
     worker.wait_ready(30)
@@ -175,6 +178,7 @@ def test_cancel_is_confirmed_by_the_worker(workers: list[Worker], short_tmp: Pat
     assert worker.request(run("echo")).status == "ok"
 
 
+@pytest.mark.slow  # asserts a wall-clock bound
 def test_cancel_ignored_means_kill(workers: list[Worker], short_tmp: Path) -> None:
     worker = start(workers, short_tmp)
     worker.wait_ready(30)
@@ -196,6 +200,7 @@ def test_timeout_cancels_then_raises(workers: list[Worker], short_tmp: Path) -> 
     assert worker.alive
 
 
+@pytest.mark.slow  # asserts a wall-clock bound
 def test_close_kills_a_worker_that_ignores_sigterm(workers: list[Worker], short_tmp: Path) -> None:
     worker = start(workers, short_tmp, "stubborn")
     worker.wait_ready(30)

@@ -19,7 +19,7 @@ import pytest
 
 from kernel.supervision.supervisor import WorkerDied, WorkerFailed
 from kernel.supervision.tools import Tools
-from tests.helpers_workers import close_within, live_with, pid_running, wait_until
+from tests.support.workers import close_within, live_with, pid_running, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -142,6 +142,7 @@ def _run_args(tools: Tools, tool: str, args: dict[str, object]) -> object:
     return tools.run(uuid.uuid4().hex, tool, dict(args))
 
 
+@pytest.mark.slow  # asserts a wall-clock bound
 def test_cancel_interrupts_a_running_command(shared: Tools) -> None:
     marker = f"{time.time() % 100:.3f}"
     cancel = threading.Event()
@@ -167,6 +168,7 @@ def test_timeout_gives_an_unfinished_exit_code(shared: Tools) -> None:
     call(shared, "bash", command="C-c", is_input=True)  # stop it, as a model would
 
 
+@pytest.mark.slow  # asserts a wall-clock bound
 def test_killed_worker_takes_its_shell_along(tmp_path: Path) -> None:
     tools = _tools(tmp_path)
     try:

@@ -1,6 +1,6 @@
 """The warm pool: forked workers keep the cold path's crash semantics; the pool costs nothing.
 
-Each test runs its own pool in a private dir (tests/helpers_warm.py) with `--preload none`, so
+Each test runs its own pool in a private dir (tests/support/warm.py) with `--preload none`, so
 forks are real but cheap; the fake worker (tests/fakes/worker.py) stands in for a worker kind.
 """
 
@@ -26,7 +26,7 @@ from kernel.supervision import pool_client
 from kernel.supervision.supervisor import Worker, WorkerDied
 from protocol import pool as P
 from protocol.messages import RunTool
-from tests.helpers_warm import ROOT, PoolProc, children_of, gone, private_pool
+from tests.support.warm import ROOT, PoolProc, children_of, gone, private_pool
 
 
 def holding(marker: str) -> list[psutil.Process]:
@@ -275,7 +275,7 @@ def test_the_preloaded_pool_forks_single_threaded() -> None:
 @pytest.mark.timeout(300)  # a cold OpenHands import in the forked worker, on a shared machine
 def test_cli_tool_worker_forked_and_killed_mid_command_is_uncertain(jmp: Any) -> None:
     """The real CLI and tool worker, forked by a private pool: kill -9 mid-command."""
-    from tests.helpers_e2e import finish, wait_for_line
+    from tests.support.cli import finish, wait_for_line
     from tests.test_e2e_crash import processes_with, script_one_bash, uncertain, wait_gone
 
     with private_pool() as pool:

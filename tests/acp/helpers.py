@@ -21,7 +21,7 @@ from acp.schema import (
     ToolCallUpdate,
 )
 
-from tests.helpers_e2e import ROOT, Jmp
+from tests.support.cli import ROOT, Cli
 
 
 @dataclass
@@ -89,7 +89,7 @@ class Agent:
 
 @contextlib.asynccontextmanager
 async def acp_agent(
-    jmp: Jmp, env: dict[str, str] | None = None, name: str = "agent"
+    jmp: Cli, env: dict[str, str] | None = None, name: str = "agent"
 ) -> AsyncIterator[Agent]:
     """`python main.py --acp` as a child, stderr to a file; closing stdin ends it."""
     stderr = jmp.tmp / f"{name}.stderr"
@@ -111,7 +111,7 @@ def run(coroutine: Any) -> Any:
     return asyncio.run(coroutine)
 
 
-def left_running(jmp: Jmp, marker: str = "", timeout: float = 10.0) -> list[psutil.Process]:
+def left_running(jmp: Cli, marker: str = "", timeout: float = 10.0) -> list[psutil.Process]:
     """This test's processes (by its sessions dir, or a command marker) alive after timeout."""
 
     def scan() -> list[psutil.Process]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from tests.helpers_e2e import ROOT
+from tests.support.cli import ROOT
 
 SCRIPT = """
 import importlib, pkgutil, sys

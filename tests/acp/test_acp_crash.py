@@ -11,7 +11,7 @@ import signal
 import pytest
 
 from tests.acp.helpers import acp_agent, left_running, run
-from tests.helpers_e2e import Jmp
+from tests.support.cli import Cli
 
 # Each test starts real ACP processes and workers; on a loaded shared machine that alone
 # can take a minute, so the per-test limit is wider than the suite default.
@@ -20,12 +20,12 @@ pytestmark = pytest.mark.timeout(300)
 COMMAND = "echo ran >> effect.txt; sleep 30.8765"
 
 
-def effect_lines(jmp: Jmp) -> int:
+def effect_lines(jmp: Cli) -> int:
     path = jmp.workspace / "effect.txt"
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-def test_kill_9_mid_command_then_load_ask_and_continue(jmp: Jmp) -> None:
+def test_kill_9_mid_command_then_load_ask_and_continue(jmp: Cli) -> None:
     jmp.jev.script([{"route": "bash"}])
     jmp.flash.queue([{"tool_call": {"arguments": {"command": COMMAND}}}])
 
@@ -91,7 +91,7 @@ def test_kill_9_mid_command_then_load_ask_and_continue(jmp: Jmp) -> None:
     assert not left_running(jmp, "sleep 30.8765")
 
 
-def test_a_tool_worker_killed_mid_command_is_a_live_failed_update(jmp: Jmp) -> None:
+def test_a_tool_worker_killed_mid_command_is_a_live_failed_update(jmp: Cli) -> None:
     import psutil
 
     jmp.jev.script([{"route": "bash"}])

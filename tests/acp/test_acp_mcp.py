@@ -10,7 +10,7 @@ from acp import RequestError
 from acp.schema import EnvVariable, McpServerStdio
 
 from tests.acp.helpers import acp_agent, run
-from tests.helpers_e2e import ROOT, Jmp
+from tests.support.cli import ROOT, Cli
 
 # Each test starts real ACP processes and workers; on a loaded shared machine that alone
 # can take a minute, so the per-test limit is wider than the suite default.
@@ -29,7 +29,7 @@ def client_server(name: str, *args: str) -> McpServerStdio:
     )
 
 
-def test_the_clients_mcp_server_is_used_in_its_session(jmp: Jmp) -> None:
+def test_the_clients_mcp_server_is_used_in_its_session(jmp: Cli) -> None:
     configured = {"configured": {"command": sys.executable, "args": [SERVER, "--prefix", "c_"]}}
     (jmp.tmp / "mcp.json").write_text(json.dumps({"mcpServers": configured}))
     jmp.jev.script(
@@ -74,7 +74,7 @@ def test_the_clients_mcp_server_is_used_in_its_session(jmp: Jmp) -> None:
             assert SECRET not in path.read_text(errors="replace"), path
 
 
-def test_a_tool_name_clash_ends_the_turn_as_in_the_cli(jmp: Jmp) -> None:
+def test_a_tool_name_clash_ends_the_turn_as_in_the_cli(jmp: Cli) -> None:
     configured = {"configured": {"command": sys.executable, "args": [SERVER]}}
     (jmp.tmp / "mcp.json").write_text(json.dumps({"mcpServers": configured}))
 

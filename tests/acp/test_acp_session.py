@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.acp.helpers import acp_agent, run
-from tests.helpers_e2e import FLASH_KEY, JEV_KEY, Jmp
+from tests.support.cli import FLASH_KEY, JEV_KEY, Cli
 
 # Each test starts real ACP processes and workers; on a loaded shared machine that alone
 # can take a minute, so the per-test limit is wider than the suite default.
@@ -25,7 +25,7 @@ EDIT = {
 }
 
 
-def test_initialize_negotiates_the_version_and_states_true_capabilities(jmp: Jmp) -> None:
+def test_initialize_negotiates_the_version_and_states_true_capabilities(jmp: Cli) -> None:
     async def scenario() -> None:
         async with acp_agent(jmp) as agent:
             asked_latest = await agent.conn.initialize(protocol_version=1)
@@ -43,7 +43,7 @@ def test_initialize_negotiates_the_version_and_states_true_capabilities(jmp: Jmp
     run(scenario())
 
 
-def test_multi_step_prompt_follow_up_and_load(jmp: Jmp) -> None:
+def test_multi_step_prompt_follow_up_and_load(jmp: Cli) -> None:
     jmp.jev.script(
         [{"route": c} for c in ("write", "bash", "edit", "bash", "done")]
         + [{"completion_review": "complete"}]

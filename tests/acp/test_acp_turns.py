@@ -10,7 +10,7 @@ import pytest
 from acp import RequestError
 
 from tests.acp.helpers import acp_agent, run
-from tests.helpers_e2e import FLASH_KEY, ROOT, Jmp
+from tests.support.cli import FLASH_KEY, ROOT, Cli
 
 # Each test starts real ACP processes and workers; on a loaded shared machine that alone
 # can take a minute, so the per-test limit is wider than the suite default.
@@ -28,11 +28,11 @@ async def until(condition: object, timeout: float = 180) -> None:
         await asyncio.sleep(0.05)
 
 
-def answer_requested(jmp: Jmp) -> bool:
+def answer_requested(jmp: Cli) -> bool:
     return any(not body.get("tools") for body in jmp.flash.completions())
 
 
-def test_cancel_during_a_streamed_answer_then_a_new_prompt(jmp: Jmp) -> None:
+def test_cancel_during_a_streamed_answer_then_a_new_prompt(jmp: Cli) -> None:
     jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
     jmp.flash.fault("slow", count=1, seconds=1.0)
     jmp.flash.queue([{"text": LONG_ANSWER}])
@@ -71,7 +71,7 @@ def test_cancel_during_a_streamed_answer_then_a_new_prompt(jmp: Jmp) -> None:
     run(scenario())
 
 
-def test_a_missing_key_is_a_clear_error_and_records_nothing(jmp: Jmp) -> None:
+def test_a_missing_key_is_a_clear_error_and_records_nothing(jmp: Cli) -> None:
     no_jev = jmp.env()
     del no_jev["TYPESAFE_API_KEY"]
     jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
@@ -111,7 +111,7 @@ def test_a_missing_key_is_a_clear_error_and_records_nothing(jmp: Jmp) -> None:
     assert session in listing.stdout
 
 
-def test_a_second_process_on_a_session_in_use_names_the_holder(jmp: Jmp) -> None:
+def test_a_second_process_on_a_session_in_use_names_the_holder(jmp: Cli) -> None:
     async def scenario() -> None:
         async with acp_agent(jmp, name="first") as first:
             session = await first.new(jmp.workspace)
@@ -134,7 +134,7 @@ def test_a_second_process_on_a_session_in_use_names_the_holder(jmp: Jmp) -> None
     run(scenario())
 
 
-def test_idle_sessions_beyond_the_warm_limit_stop_their_workers(jmp: Jmp) -> None:
+def test_idle_sessions_beyond_the_warm_limit_stop_their_workers(jmp: Cli) -> None:
     import psutil
 
     def workers(pid: int) -> int:
@@ -168,7 +168,7 @@ def test_idle_sessions_beyond_the_warm_limit_stop_their_workers(jmp: Jmp) -> Non
     run(scenario())
 
 
-def test_one_process_runs_prompts_of_two_sessions_at_once(jmp: Jmp) -> None:
+def test_one_process_runs_prompts_of_two_sessions_at_once(jmp: Cli) -> None:
     def answers() -> int:
         return sum(not body.get("tools") for body in jmp.flash.completions())
 

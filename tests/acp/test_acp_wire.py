@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.acp.helpers import left_running
-from tests.helpers_e2e import FLASH_KEY, JEV_KEY, ROOT, Jmp
+from tests.support.cli import FLASH_KEY, JEV_KEY, ROOT, Cli
 
 # Each test starts real ACP processes and workers; on a loaded shared machine that alone
 # can take a minute, so the per-test limit is wider than the suite default.
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.timeout(300)
 class Wire:
     """Hand-framed JSON-RPC, to see exactly the bytes the agent writes."""
 
-    def __init__(self, jmp: Jmp) -> None:
+    def __init__(self, jmp: Cli) -> None:
         self.stderr = (jmp.tmp / "wire.stderr").open("wb")
         self.proc = subprocess.Popen(
             [sys.executable, str(ROOT / "main.py"), "--acp"],
@@ -57,7 +57,7 @@ class Wire:
         return self.proc.wait(timeout=60), rest
 
 
-def test_stdout_is_json_rpc_only_and_eof_exits_zero_with_nothing_left(jmp: Jmp) -> None:
+def test_stdout_is_json_rpc_only_and_eof_exits_zero_with_nothing_left(jmp: Cli) -> None:
     jmp.jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
     jmp.flash.queue(
         [
@@ -94,7 +94,7 @@ def test_stdout_is_json_rpc_only_and_eof_exits_zero_with_nothing_left(jmp: Jmp) 
     assert lock.read_text() == ""  # released: the holder's pid is cleared
 
 
-def test_acp_takes_no_prompt_or_session_option(jmp: Jmp) -> None:
+def test_acp_takes_no_prompt_or_session_option(jmp: Cli) -> None:
     for extra in (["a prompt"], ["--session", "0" * 32], ["--list"], ["--workspace", "."]):
         proc = subprocess.run(
             [sys.executable, str(ROOT / "main.py"), "--acp", *extra],
@@ -108,7 +108,7 @@ def test_acp_takes_no_prompt_or_session_option(jmp: Jmp) -> None:
         assert "--acp takes no" in proc.stderr and proc.stdout == ""
 
 
-def test_every_line_on_stdout_passes_the_redactor(jmp: Jmp) -> None:
+def test_every_line_on_stdout_passes_the_redactor(jmp: Cli) -> None:
     """Issue 9 item 2: a session stored before a key was known (an older jmp, or a key set
     later) is listed and loaded without it; every JSON-RPC line passes the redactor."""
     late_key = "deepseek-late-Qm3Xr8Vt1Lp6"

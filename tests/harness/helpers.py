@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.helpers_e2e import Outcome, parse_lines
 from tests.servers.jev import JevServer
+from tests.support.cli import Run
 
 _STRIPPED = ("JMP_", "JEV_", "FLASH_")
 _KEPT = ("JMP_WARM", "JMP_WARM_DIR")  # the suite's own pool setting (conftest), never the user's
@@ -57,7 +57,7 @@ class HarnessCli:
             *extra,
         )
 
-    def call(self, argv: list[str], key: bool = True, timeout: float = 90) -> Outcome:
+    def call(self, argv: list[str], key: bool = True, timeout: float = 90) -> Run:
         done = subprocess.run(
             argv,
             cwd=self.cwd,
@@ -67,14 +67,12 @@ class HarnessCli:
             timeout=timeout,
             check=False,
         )
-        return Outcome(done.returncode, parse_lines(done.stdout), done.stderr, done.stdout)
+        return Run.parsed(done.returncode, done.stdout, done.stderr)
 
-    def run(
-        self, script: str | Path, goal: str, inputs: Any, *extra: str, key: bool = True
-    ) -> Outcome:
+    def run(self, script: str | Path, goal: str, inputs: Any, *extra: str, key: bool = True) -> Run:
         return self.call(self.run_argv(script, goal, inputs, *extra), key=key)
 
-    def inspect(self, session_id: str) -> Outcome:
+    def inspect(self, session_id: str) -> Run:
         return self.call(
             self.argv("inspect", session_id, "--sessions-dir", str(self.home), "--json")
         )

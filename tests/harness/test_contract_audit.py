@@ -12,10 +12,10 @@ import psutil
 import pytest
 
 from tests.harness.helpers import JEV_KEY, ROOT, SCRIPTS, HarnessCli
-from tests.helpers_e2e import parse_lines
-from tests.helpers_workers import wait_until
 from tests.servers.jev import JevServer
 from tests.servers.site import MARKER, SiteServer
+from tests.support.cli import json_lines
+from tests.support.workers import wait_until
 
 PICK = SCRIPTS / "pick_task.py"
 
@@ -91,7 +91,7 @@ def test_a_second_ctrl_c_mid_call_settles_the_call_before_final(cli: HarnessCli)
         proc.send_signal(signal.SIGINT)
         stdout, _ = proc.communicate(timeout=60)
     assert proc.returncode == 2
-    session_id = parse_lines(stdout)[-1]["data"]["session_id"]
+    session_id = json_lines(stdout)[-1]["data"]["session_id"]
     events = cli.events(session_id)
     assert [e["kind"] for e in events][-3:] == ["tool_started", "tool_uncertain", "final"]
     assert events[-2]["data"]["call_id"] == events[-3]["data"]["call_id"]

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from tests.harness.helpers import SCRIPTS, HarnessCli
-from tests.helpers_e2e import parse_lines
-from tests.helpers_workers import pid_running, wait_until
 from tests.servers.jev import JevServer
+from tests.support.cli import json_lines
+from tests.support.workers import pid_running, wait_until
 
 PICK = SCRIPTS / "pick_task.py"
 
@@ -55,7 +55,7 @@ def test_sigkill_of_the_harness_worker_mid_operation_is_uncertain_and_blocked(
     os.kill(worker_pid, signal.SIGKILL)
     stdout, stderr = run.communicate(timeout=60)
     assert run.returncode == 2, stderr[-2000:]
-    lines = parse_lines(stdout)
+    lines = json_lines(stdout)
     result = lines[-1]["data"]
     assert result["status"] == "blocked" and "uncertain" in result["summary"]
     events = cli.events(result["session_id"])
@@ -81,7 +81,7 @@ def test_sigkill_of_the_run_process_is_settled_by_inspect_as_kernel_exit(
     run, worker_pid, _hold = start_held_run(cli)
     run.kill()
     stdout, _stderr = run.communicate(timeout=60)
-    session_id = parse_lines(stdout)[0]["session_id"]
+    session_id = json_lines(stdout)[0]["session_id"]
     # the orphaned harness worker notices its kernel is gone and exits on its own
     wait_until(lambda: not pid_running(worker_pid), 30, "the harness worker to exit")
     before = cli.events(session_id)

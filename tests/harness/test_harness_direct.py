@@ -12,8 +12,8 @@ import pytest
 from jev_harness.session import open_session
 from kernel.harness.direct import HarnessRejected
 from tests.harness.helpers import SCRIPTS
-from tests.helpers_workers import wait_until
 from tests.servers.jev import JevServer
+from tests.support.workers import wait_until
 
 PICK = SCRIPTS / "pick_task.py"
 INPUTS = {"items": ["a", "b", "c"], "target": "b"}

@@ -14,8 +14,8 @@ import pytest
 
 from tests.harness.helpers import SCRIPTS, HarnessCli
 from tests.harness.mcp_helpers import McpServer
-from tests.helpers_workers import pid_running, wait_until
 from tests.servers.jev import JevServer
+from tests.support.workers import pid_running, wait_until
 
 PICK = SCRIPTS / "pick_task.py"
 INPUTS = {"items": ["a", "b", "c"], "target": "b"}

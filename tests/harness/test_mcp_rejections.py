@@ -11,8 +11,8 @@ import pytest
 
 from tests.harness.helpers import SCRIPTS, HarnessCli
 from tests.harness.mcp_helpers import Client, McpServer
-from tests.helpers_workers import wait_until
 from tests.servers.jev import JevServer
+from tests.support.workers import wait_until
 
 PICK = SCRIPTS / "pick_task.py"
 INPUTS = {"items": ["a", "b", "c"], "target": "b"}

@@ -12,10 +12,10 @@ import psutil
 import pytest
 
 from tests.harness.helpers import ROOT, HarnessCli
-from tests.helpers_e2e import Outcome, parse_lines
 from tests.servers.camofox import CamofoxServer
 from tests.servers.jev import JevServer
 from tests.servers.site import MARKER, SiteServer
+from tests.support.cli import Run
 
 RESEARCH = ROOT / "examples" / "research_task.py"
 
@@ -88,7 +88,7 @@ def test_kill_during_slow_page_is_uncertain_and_never_refetched(
         if proc.poll() is None:
             proc.kill()
             proc.communicate()
-    out = Outcome(proc.returncode, parse_lines(stdout), stderr, stdout)
+    out = Run.parsed(proc.returncode, stdout, stderr)
     assert out.code == 2 and out.result["status"] == "blocked"
     uncertain = out.of("tool_uncertain")
     assert len(uncertain) == 1 and uncertain[0]["tool"] == "web.open_link"

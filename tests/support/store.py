@@ -11,12 +11,12 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.helpers_e2e import Jmp
 from tests.servers.flash import FlashServer
 from tests.servers.jev import JevServer
+from tests.support.cli import Cli
 
 
-def completed_session(jmp: Jmp) -> str:
+def completed_session(jmp: Cli) -> str:
     jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
     jmp.flash.queue([{"text": "first answer"}])
     out = jmp.task("say hello")
@@ -29,14 +29,14 @@ def make_template() -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix="jt", dir="/tmp"))
     try:
         with JevServer() as jev, FlashServer() as flash:
-            made = Jmp(tmp, jev, flash)
+            made = Cli(tmp, jev, flash)
             sid = completed_session(made)
         yield made.home / sid
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def copied(jmp: Jmp, template: Path) -> str:
+def copied(jmp: Cli, template: Path) -> str:
     """The template session, copied into this test's sessions dir and bound to this test's
     workspace; returns its id."""
     jmp.home.mkdir(parents=True, exist_ok=True)

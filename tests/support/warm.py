@@ -17,7 +17,7 @@ import psutil
 
 from protocol import pool as P
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def ask_status(directory: Path) -> P.State | None:

@@ -1,0 +1,1 @@
+"""Test support: the CLI harness, loopback-session builders, worker and pool helpers."""
