@@ -194,10 +194,10 @@ class ToolFinishedData(Data):
     seconds: float = 0.0
     truncated: bool = False
     error: str = ""
-    # A shell command stopped before it finished (exit_code -1): why, "timeout" or
-    # "output_cap" (its process tree was killed) or "cancelled" (Ctrl+C).
-    interrupted: bool = False
-    reason: str = ""
+    # Set by the tool worker, a fact rather than a guess from exit_code: the shell command was
+    # stopped before it finished (then exit_code is -1, whatever the shell said after C-c).
+    interrupted: bool = False  # stopped before it finished (Ctrl+C/cancel or a limit)
+    reason: str = ""  # why: "cancelled" (Ctrl+C), "timeout" or "output_cap" (tree killed)
 
 
 class ToolUncertainData(Data):

@@ -194,11 +194,11 @@ class ToolResult(Msg, frozen=True):
 
     reply_to: str
     status: Literal["ok", "error"]
-    exit_code: int | None = None  # -1 = a shell command still running (unfinished)
+    exit_code: int | None = None  # -1 = a shell command that did not finish (never success)
     text: str = ""  # plain text, control sequences removed
     error: str = ""
     seconds: float = 0.0
-    interrupted: bool = False  # stopped before it finished (see reason)
+    interrupted: bool = False  # the worker stopped it before it finished (exit_code -1)
     reason: str = ""  # why it was stopped: "cancelled", "timeout" or "output_cap"
 
 

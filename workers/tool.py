@@ -285,15 +285,16 @@ def _check_edit(tool: str, action: Any) -> None:
 
 
 def _bash_result(ident: str, outcome: Outcome, bash: BashRunner, seconds: float) -> ToolResult:
-    """ToolResult of a shell command: the real exit code; -1 when it was stopped at a limit."""
+    """ToolResult of a shell command: the real exit code when it finished; when it was stopped
+    (a limit, or Ctrl+C/cancel) `exit_code -1` whatever the shell said after C-c (130, 137, none)
+    and the fact itself: `interrupted: true` with the reason."""
     obs = outcome.observation
     meta = obs.metadata
     body = obs.text if outcome.output is None else outcome.output
     suffix = meta.suffix
-    code = obs.exit_code
+    code = -1 if outcome.reason else obs.exit_code  # stopped: unfinished, never success
     error = ""
     if outcome.reason in ("timeout", "output_cap"):
-        code = -1  # unfinished: it was stopped, whatever the shell said after C-c
         limit = (
             f"its time limit ({bash.timeout_s:g} s max, JMP_BASH_TIMEOUT_S)"
             if outcome.reason == "timeout"
@@ -302,7 +303,6 @@ def _bash_result(ident: str, outcome: Outcome, bash: BashRunner, seconds: float)
         error = f"stopped at {limit}; the command did not finish"
         suffix = f"\n[{error}.]"
     elif outcome.reason == "cancelled":
-        code = -1 if code is None else code
         error = "interrupted by cancel"
     prefix = meta.prefix if outcome.output is None else ""  # kept output is whole: no "[...]"
     text = strip_ansi(f"{prefix}{body}{suffix}").strip("\n")

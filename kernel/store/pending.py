@@ -1,7 +1,10 @@
 """Which tool calls have an unknown outcome, read from the log alone (CONTRACT.md section 6).
 
 A call is *interrupted* when it has `tool_started` and no `tool_finished`, or when it is the
-last shell command and finished with exit_code -1 (still running when its worker went away).
+last shell command and its `tool_finished` says it did not finish: `interrupted: true` (stopped
+by Ctrl+C/cancel: its partial effect is unknown), or exit_code -1 (still running when its
+worker went away; a log from before the `interrupted` field says only this). A command stopped
+at a limit (`reason` "timeout" or "output_cap") is not: its process tree is known dead.
 An interrupted call is *recorded* once a `tool_uncertain` names it, and *settled* once a
 `tool_uncertain` with `acknowledged: true` does. Nothing here ever re-runs anything.
 """
@@ -53,8 +56,9 @@ def interrupted(events: Sequence[Event]) -> list[CallRecord]:
 
 
 def _running(finished: ToolFinishedData) -> bool:
-    """Left running: exit_code -1, unless it was stopped at a limit (its tree was killed)."""
-    return finished.exit_code == -1 and finished.reason not in ("timeout", "output_cap")
+    """Unfinished by the record's own facts, unless it was stopped at a limit (tree killed)."""
+    unfinished = finished.interrupted or finished.exit_code == -1
+    return unfinished and finished.reason not in ("timeout", "output_cap")
 
 
 def unsettled(events: Sequence[Event]) -> list[CallRecord]:
