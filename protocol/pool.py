@@ -2,8 +2,10 @@
 
 One unix-socket connection per spawn. Frames are a 4-byte big-endian length and a msgpack
 `PoolFrame`; the kernel's `Spawn` carries two file descriptors (the worker's stdout and stderr,
-SCM_RIGHTS) in the same sendmsg. The pool answers `Spawned` or `Refused`, later `Exited`; the
-kernel's `Release` (or closing the connection) lets the pool reap the dead worker. No model
+SCM_RIGHTS) in the same sendmsg, and a third, the worker's stdin, when `stdin` says so (the
+read end of a pipe the kernel writes secrets into: the pool never sees those bytes). The pool
+answers `Spawned` or `Refused`, later `Exited`; the kernel's `Release` (or closing the
+connection) lets the pool reap the dead worker. No model
 request, prompt or session ever crosses this socket.
 
 `code_fingerprint()` reads file metadata only (no contents): the interpreter, every site
@@ -45,7 +47,8 @@ class Spawn(PoolMsg, frozen=True):
     """Fork a fresh worker running `python -m module *argv` with exactly this env and cwd.
 
     `fingerprint` is the kernel's code_fingerprint(); the pool refuses another. Two fds ride
-    along: they become the worker's stdout and stderr. `env` holds keys: never logged.
+    along: they become the worker's stdout and stderr; with `stdin` a third becomes its stdin
+    (else /dev/null). `env` holds keys: never logged.
     """
 
     fingerprint: str
@@ -53,6 +56,7 @@ class Spawn(PoolMsg, frozen=True):
     argv: list[str]
     env: dict[str, str]
     cwd: str
+    stdin: bool = False
 
 
 class Spawned(PoolMsg, frozen=True):

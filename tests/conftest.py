@@ -51,15 +51,22 @@ def jmp(short_tmp: Path, servers: tuple[Any, Any]) -> Any:
 
 
 @pytest.fixture(scope="session", autouse=True)
-def warm_pool_of_this_session() -> Iterator[None]:
-    """Worker tests run cold (JMP_WARM=0) unless the run says `JMP_WARM=1 pytest ...`; any pool
-    this session starts lives in its own private dir and is stopped at the end, and one that a
-    test started in the default dir (an env without JMP_WARM_DIR) is stopped too."""
-    from tests.support.warm import stop_pools_started
+def warm_pool_of_this_session(request: pytest.FixtureRequest) -> Iterator[Path]:
+    """Worker tests run warm by default, from one pool of this session's own in a private dir,
+    launched now when a test talks to the loopback models (its imports overlap the first tests,
+    which spawn cold meanwhile; other kernels launch it on demand, as a user's first run does)
+    and killed at the end with any pool a test started in the default dir.
+    `JMP_WARM=0 pytest ...` runs them all cold; a test of the cold path sets JMP_WARM=0 itself."""
+    from tests.support.warm import launch_pool, stop_pools_started
 
-    os.environ.setdefault("JMP_WARM", "0")
-    private = tempfile.mkdtemp(prefix="jwp", dir="/tmp")
-    os.environ["JMP_WARM_DIR"] = private
-    with stop_pools_started(Path(private)):
-        yield
+    os.environ.setdefault("JMP_WARM", "1")
+    private = Path(tempfile.mkdtemp(prefix="jwp", dir="/tmp"))
+    os.environ["JMP_WARM_DIR"] = str(private)
+    with stop_pools_started(private):
+        items = request.session.items
+        if os.environ["JMP_WARM"].strip() != "0" and any(
+            "servers" in i.fixturenames for i in items
+        ):
+            launch_pool(private)
+        yield private
     shutil.rmtree(private, ignore_errors=True)

@@ -13,6 +13,7 @@ import pytest
 import main
 from kernel.errors import SessionLocked
 from protocol.events import Event
+from tests.support.warm import gone, workers_of
 
 
 @pytest.fixture
@@ -140,11 +141,9 @@ def test_a_model_worker_that_died_between_runs_is_replaced(
     try:
         assert agent.run(prompt="first")["status"] == "completed"
 
-        (router,) = [
-            p for p in psutil.Process(os.getpid()).children() if "workers.router" in command(p)
-        ]
+        (router,) = workers_of(os.getpid(), "router")
         router.send_signal(signal.SIGKILL)
-        router.wait(timeout=10)
+        assert gone([router.pid])  # dead (a warm one stays a zombie of the pool until released)
         # Known dead at once, not at the I/O thread's next look (the race a sleep used to hide).
         assert agent.models._router.exited
         result = agent.run(prompt="second")
@@ -169,11 +168,10 @@ def test_a_tool_worker_that_died_in_a_call_is_replaced_for_the_next_run(
         def kill_worker_mid_call() -> None:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
-                me = psutil.Process(os.getpid())
-                if any("sleep 31.75" in command(p) for p in me.children(recursive=True)):
-                    (tool,) = [p for p in me.children() if "workers.tool" in command(p)]
-                    tool.send_signal(signal.SIGKILL)
-                    return
+                for tool in workers_of(os.getpid(), "tool"):
+                    if any("sleep 31.75" in command(p) for p in tool.children(recursive=True)):
+                        tool.send_signal(signal.SIGKILL)
+                        return
                 time.sleep(0.05)
 
         killer = threading.Thread(target=kill_worker_mid_call)

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from tests.support.cli import Cli, finish, kill_group, wait_for_line
+from tests.support.warm import workers_of
 
 APPEND = "echo ran >> effect.txt"
 
@@ -80,7 +81,7 @@ def test_tool_worker_killed_mid_command_is_uncertain_within_two_seconds(jmp: Cli
     deadline = time.monotonic() + 20
     while not processes_with("sleep 30.4321") and time.monotonic() < deadline:
         time.sleep(0.05)
-    (worker,) = [p for p in processes_with("workers.tool") if p.ppid() == proc.pid]
+    (worker,) = workers_of(proc.pid, "tool")
     killed = time.monotonic()
     worker.send_signal(signal.SIGKILL)
     rest = wait_for_line(proc, lambda line: line["kind"] == "tool_uncertain", timeout=10)

@@ -147,10 +147,9 @@ class Pool:
             refuse = P.Refused(
                 code="stale", detail="the pool runs other code", pool_pid=os.getpid()
             )
-        elif len(fds) != 2:
-            refuse = P.Refused(
-                code="bad_request", detail=f"{len(fds)} fds, want 2", pool_pid=os.getpid()
-            )
+        elif len(fds) != 2 + msg.stdin:
+            detail = f"{len(fds)} fds, want {2 + msg.stdin}"
+            refuse = P.Refused(code="bad_request", detail=detail, pool_pid=os.getpid())
         elif pool_child.threads() != 1:
             detail = f"{pool_child.threads()} threads: refusing to fork"
             refuse = P.Refused(code="fork_failed", detail=detail, pool_pid=os.getpid())
@@ -174,8 +173,7 @@ class Pool:
                 msg.argv,
                 msg.env,
                 msg.cwd,
-                fds[0],
-                fds[1],
+                fds,
                 conn.kernel_pidfd,
                 sorted(keep),
             )

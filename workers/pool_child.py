@@ -2,8 +2,9 @@
 
 The forked child becomes exactly what `python -m workers.<kind> ENDPOINT ...` would have been:
 its own session and process group, the kernel's environment, cwd and argv, stdout and stderr
-on the kernel's pipes, stdin /dev/null, default signal handlers, and `workers.base` told to
-watch the kernel by pidfd (the pool, not the kernel, is its parent). It never returns.
+on the kernel's pipes, stdin the kernel's pipe when it sent one (the MCP config) else
+/dev/null, default signal handlers, and `workers.base` told to watch the kernel by pidfd (the
+pool, not the kernel, is its parent). It never returns.
 """
 
 from __future__ import annotations
@@ -154,12 +155,14 @@ def become_worker(
     argv: list[str],
     env: dict[str, str],
     cwd: str,
-    stdout_fd: int,
-    stderr_fd: int,
+    fds: list[int],
     kernel_pidfd: int,
     close: list[int],
 ) -> None:
-    """In the forked child: set up like a cold spawn, then run `module` as __main__."""
+    """In the forked child: set up like a cold spawn, then run `module` as __main__.
+
+    `fds`: the worker's stdout and stderr, and its stdin when the kernel sent a third.
+    """
     code = 1
     try:
         os.setsid()
@@ -170,11 +173,11 @@ def become_worker(
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as the interpreter sets it at start
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        null = os.open(os.devnull, os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(stdout_fd, 1)
-        os.dup2(stderr_fd, 2)
-        for fd in {null, stdout_fd, stderr_fd} - {0, 1, 2}:
+        stdin_fd = fds[2] if len(fds) > 2 else os.open(os.devnull, os.O_RDONLY)
+        os.dup2(stdin_fd, 0)
+        os.dup2(fds[0], 1)
+        os.dup2(fds[1], 2)
+        for fd in {stdin_fd, fds[0], fds[1]} - {0, 1, 2}:
             os.close(fd)
         os.chdir(cwd)
         os.environ.clear()

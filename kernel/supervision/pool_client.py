@@ -102,8 +102,11 @@ class WarmProc:
             return None
 
 
-def spawn(argv: list[str], env: dict[str, str], out_fd: int, err_fd: int) -> WarmProc | None:
-    """Ask the pool for `argv` (`python -m MODULE ARGS...`); None means: spawn cold."""
+def spawn(
+    argv: list[str], env: dict[str, str], out_fd: int, err_fd: int, in_fd: int | None = None
+) -> WarmProc | None:
+    """Ask the pool for `argv` (`python -m MODULE ARGS...`); None means: spawn cold.
+    `in_fd`, when given, becomes the worker's stdin (else /dev/null)."""
     if len(argv) < 3 or argv[1] != "-m":
         return None
     problem = check_dir(directory())
@@ -111,15 +114,21 @@ def spawn(argv: list[str], env: dict[str, str], out_fd: int, err_fd: int) -> War
         note(f"{problem}; workers start cold")
         return None
     request = P.Spawn(
-        fingerprint=fingerprint(), module=argv[2], argv=argv[3:], env=env, cwd=os.getcwd()
+        fingerprint=fingerprint(),
+        module=argv[2],
+        argv=argv[3:],
+        env=env,
+        cwd=os.getcwd(),
+        stdin=in_fd is not None,
     )
+    fds = [out_fd, err_fd] if in_fd is None else [out_fd, err_fd, in_fd]
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(CONNECT_TIMEOUT_S)
         sock.connect(str(directory() / "pool.sock"))
         if not _same_user(sock):
             raise PermissionError("the pool socket belongs to another user")
-        socket.send_fds(sock, [P.encode(request)], [out_fd, err_fd])
+        socket.send_fds(sock, [P.encode(request)], fds)
         reply = read_frame(sock)
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()

@@ -51,10 +51,11 @@ def spawn_process(
 ) -> Proc:
     """The worker, warm if the pool serves it, else cold. `piped`: stdout and stderr come back
     as pipes (for the redactor); otherwise both go to our stderr (or /dev/null without one).
-    `stdin_data` (secrets: the MCP config) is written to the worker's stdin and never travels
-    in its environment; the pool gives its workers /dev/null, so such a worker starts cold."""
-    if pool_client.enabled() and stdin_data is None:
-        warm = _warm(argv, env, piped)
+    `stdin_data` (secrets: the MCP config) is written to the worker's stdin through a pipe of
+    ours and never travels in its environment; a warm worker gets the pipe's read end through
+    the pool, which never sees the bytes."""
+    if pool_client.enabled():
+        warm = _warm(argv, env, piped, stdin_data)
         if warm is not None:
             return warm
     stderr_fd = _stderr_fd()
@@ -67,27 +68,30 @@ def spawn_process(
         start_new_session=True,
     )
     if stdin_data is not None:
-        _hand_over(popen, stdin_data)
+        assert popen.stdin is not None
+        _hand_over(popen.stdin, stdin_data)
     return ColdProc(popen)
 
 
-def _hand_over(popen: subprocess.Popen[bytes], data: bytes) -> None:
+def _hand_over(pipe: IO[bytes], data: bytes) -> None:
     """Write `data` to the worker's stdin and close it, from a thread (a large config would
     fill the pipe before the worker reads it). A worker that dies first just loses it."""
 
     def write() -> None:
-        assert popen.stdin is not None
         with contextlib.suppress(OSError, ValueError):
-            popen.stdin.write(data)
+            pipe.write(data)
         with contextlib.suppress(OSError, ValueError):
-            popen.stdin.close()
+            pipe.close()
 
     threading.Thread(target=write, daemon=True, name="worker-stdin").start()
 
 
-def _warm(argv: list[str], env: dict[str, str], piped: bool) -> Proc | None:
-    """Ask the pool; pipes are ours, their write ends travel with the request."""
+def _warm(
+    argv: list[str], env: dict[str, str], piped: bool, stdin_data: bytes | None
+) -> Proc | None:
+    """Ask the pool; pipes are ours, their worker ends travel with the request."""
     opened: list[int] = []
+    in_r = in_w = None
     try:
         if piped:
             out_r, out_w = os.pipe()
@@ -100,13 +104,25 @@ def _warm(argv: list[str], env: dict[str, str], piped: bool) -> Proc | None:
                 fd = os.open(os.devnull, os.O_WRONLY)
                 opened.append(fd)
             sent = [fd, fd]
-        proc = pool_client.spawn(argv, env, *sent)
+        if stdin_data is not None:
+            in_r, in_w = os.pipe()
+            opened += [in_r, in_w]
+        proc = pool_client.spawn(argv, env, sent[0], sent[1], in_fd=in_r)
     except OSError as exc:
         pool_client.note(f"unusable ({exc}); workers start cold")
         proc = None
-    if proc is None or not piped:
+    if proc is None:
         for fd in opened:
             os.close(fd)
+        return None
+    if in_r is not None and in_w is not None:
+        os.close(in_r)  # the worker holds the only read end
+        assert stdin_data is not None
+        _hand_over(os.fdopen(in_w, "wb"), stdin_data)
+    if not piped:
+        for fd in opened:
+            if fd not in (in_r, in_w):
+                os.close(fd)
         return proc
     os.close(out_w)
     os.close(err_w)  # the worker holds the only write ends: EOF when it is gone

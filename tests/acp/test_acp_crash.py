@@ -12,6 +12,7 @@ import pytest
 
 from tests.acp.helpers import acp_agent, left_running, run
 from tests.support.cli import Cli
+from tests.support.warm import workers_of
 
 # Each test starts real ACP processes and workers; on a loaded shared machine that alone
 # can take a minute, so the per-test limit is wider than the suite default.
@@ -92,7 +93,6 @@ def test_kill_9_mid_command_then_load_ask_and_continue(jmp: Cli) -> None:
 
 
 def test_a_tool_worker_killed_mid_command_is_a_live_failed_update(jmp: Cli) -> None:
-    import psutil
 
     jmp.jev.script([{"route": "bash"}])
     jmp.flash.queue(
@@ -106,11 +106,7 @@ def test_a_tool_worker_killed_mid_command_is_a_live_failed_update(jmp: Cli) -> N
             await agent.client.wait_for(lambda u: u.session_update == "tool_call")
             while effect_lines(jmp) == 0:
                 await asyncio.sleep(0.05)
-            (worker,) = [
-                child
-                for child in psutil.Process(agent.process.pid).children()
-                if "workers.tool" in " ".join(child.cmdline())
-            ]
+            (worker,) = workers_of(agent.process.pid, "tool")
             worker.kill()
             assert await asyncio.wait_for(turn, 150) == "end_turn"
             kinds = agent.client.kinds()

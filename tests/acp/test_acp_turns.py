@@ -11,6 +11,7 @@ from acp import RequestError
 
 from tests.acp.helpers import acp_agent, run
 from tests.support.cli import FLASH_KEY, ROOT, Cli
+from tests.support.warm import workers_of
 
 # Each test starts real ACP processes and workers; on a loaded shared machine that alone
 # can take a minute, so the per-test limit is wider than the suite default.
@@ -135,11 +136,8 @@ def test_a_second_process_on_a_session_in_use_names_the_holder(jmp: Cli) -> None
 
 
 def test_idle_sessions_beyond_the_warm_limit_stop_their_workers(jmp: Cli) -> None:
-    import psutil
-
     def workers(pid: int) -> int:
-        alive = [c for c in psutil.Process(pid).children() if c.status() != psutil.STATUS_ZOMBIE]
-        return len(alive)  # router, generator, tool per warm session
+        return len(workers_of(pid))  # router, generator, tool per warm session
 
     def script() -> None:
         jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])

@@ -15,6 +15,7 @@ from tests.harness.helpers import JEV_KEY, ROOT, SCRIPTS, HarnessCli
 from tests.servers.jev import JevServer
 from tests.servers.site import MARKER, SiteServer
 from tests.support.cli import json_lines
+from tests.support.warm import tree_of
 from tests.support.workers import wait_until
 
 PICK = SCRIPTS / "pick_task.py"
@@ -85,7 +86,7 @@ def test_a_second_ctrl_c_mid_call_settles_the_call_before_final(cli: HarnessCli)
         )
         started = Path(f"{hold}.started")
         wait_until(lambda: started.exists() and started.read_text(), 60, "the held call")
-        family = [proc.pid] + [c.pid for c in psutil.Process(proc.pid).children(recursive=True)]
+        family = [proc.pid, *tree_of(proc.pid)]
         proc.send_signal(signal.SIGINT)
         wait_until(lambda: "Ctrl+C again" in Path(err.name).read_text(), 60, "the first Ctrl+C")
         proc.send_signal(signal.SIGINT)

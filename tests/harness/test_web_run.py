@@ -8,7 +8,6 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.harness.helpers import ROOT, HarnessCli
@@ -16,6 +15,7 @@ from tests.servers.camofox import CamofoxServer
 from tests.servers.jev import JevServer
 from tests.servers.site import MARKER, SiteServer
 from tests.support.cli import Run
+from tests.support.warm import workers_of
 
 RESEARCH = ROOT / "examples" / "research_task.py"
 
@@ -76,11 +76,7 @@ def test_kill_during_slow_page_is_uncertain_and_never_refetched(
     )
     try:
         assert site.wait_for("/slow", timeout=60), "the slow page was never asked for"
-        workers = [
-            p
-            for p in psutil.Process(proc.pid).children(recursive=True)
-            if "workers.harness" in " ".join(p.cmdline())
-        ]
+        workers = workers_of(proc.pid, "harness")
         assert len(workers) == 1
         workers[0].send_signal(signal.SIGKILL)
         stdout, stderr = proc.communicate(timeout=60)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -88,6 +89,48 @@ def children_of(pid: int) -> list[psutil.Process]:
         return []
 
 
+def workers_of(kernel_pid: int, kind: str = "") -> list[psutil.Process]:
+    """The live worker processes (`python -m workers.KIND`, any kind when empty) serving the
+    kernel `kernel_pid`, cold or warm: a cold worker is the kernel's child; a forked one is the
+    pool's child and holds a pidfd of its kernel (how it watches it), which /proc shows."""
+    found = []
+    for proc in psutil.process_iter(["cmdline", "ppid"]):
+        cmd = proc.info["cmdline"] or []
+        module = cmd[2] if len(cmd) > 2 and cmd[1] == "-m" else ""
+        if not module.startswith("workers.") or (kind and module != f"workers.{kind}"):
+            continue
+        serves = proc.info["ppid"] == kernel_pid or kernel_pid in _pidfd_targets(proc.pid)
+        if serves and _running(proc.pid):
+            found.append(proc)
+    return found
+
+
+def tree_of(pid: int) -> list[int]:
+    """Every live process working for `pid`, warm or cold: its descendants, and the workers the
+    pool forked for it with their descendants (what must be gone after it stops)."""
+    pids: set[int] = set()
+    for root in [pid, *(w.pid for w in workers_of(pid))]:
+        with contextlib.suppress(psutil.Error):
+            pids |= {root} | {p.pid for p in psutil.Process(root).children(recursive=True)}
+    pids.discard(pid)
+    return sorted(pids)
+
+
+def _pidfd_targets(pid: int) -> set[int]:
+    """The pids that process `pid` holds pidfds of (from /proc/PID/fdinfo)."""
+    targets = set()
+    with contextlib.suppress(OSError):
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/fd/{fd}") != "anon_inode:[pidfd]":
+                    continue
+                with open(f"/proc/{pid}/fdinfo/{fd}") as info:
+                    for line in info:
+                        if line.startswith("Pid:"):
+                            targets.add(int(line.split()[1]))
+    return targets
+
+
 def gone(pids: list[int], timeout_s: float = 10.0) -> bool:
     """True once none of `pids` runs (zombies count as gone); a liveness bound, not a speed test."""
     deadline = time.monotonic() + timeout_s
@@ -99,10 +142,18 @@ def gone(pids: list[int], timeout_s: float = 10.0) -> bool:
 
 
 def _running(pid: int) -> bool:
+    """Not yet exited: a zombie whose threads are all gone has (its pidfd is readable then; a
+    leader shows as a zombie in /proc while its other threads still exit)."""
     try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
+        pidfd = os.pidfd_open(pid)
+    except ProcessLookupError:
         return False
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        return not poller.poll(0)
+    finally:
+        os.close(pidfd)
 
 
 def pool_pids(directory: Path) -> list[int]:
@@ -113,6 +164,22 @@ def pool_pids(directory: Path) -> list[int]:
         if cmd[:2] == [P.TITLE, str(directory)]:
             found.append(proc.pid)
     return found
+
+
+def launch_pool(directory: Path) -> None:
+    """Start a detached pool (every kind preloaded) serving `directory`, as a kernel would; it
+    answers once its imports are done (kernels spawn cold until then)."""
+    argv = [*P.serve_argv(sys.executable, directory, P.idle_timeout(os.environ)), "--detach"]
+    launcher = subprocess.Popen(
+        argv,
+        env=P.pool_env(os.environ),
+        cwd="/",
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    launcher.wait()  # it forks the pool and exits at once
 
 
 @contextlib.contextmanager

@@ -1,0 +1,52 @@
+"""A tool worker with MCP servers is forked by the warm pool too: its config (secrets included)
+reaches it on a pipe of the kernel's whose read end rides with the spawn request, so the pool
+forks it without ever seeing the config's bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from tests.support.warm import private_pool
+
+FAKE = str(Path(__file__).resolve().parent / "fakes" / "mcp_server.py")
+SECRET = "warm-mcp-secret-4815162342"
+
+
+@pytest.mark.timeout(300)  # the forked worker imports OpenHands itself (the pool preloads none)
+def test_a_tool_worker_with_mcp_servers_is_forked_and_its_mcp_calls_work(short_tmp: Path) -> None:
+    from kernel.config.mcp import load_servers
+    from kernel.supervision.tools import Tools
+
+    server = {"command": sys.executable, "args": [FAKE], "env": {"FAKE_TOKEN": SECRET}}
+    (short_tmp / "mcp.json").write_text(json.dumps({"mcpServers": {"fx": server}}))
+    (short_tmp / "ws").mkdir()
+    with private_pool() as pool:
+        tools = Tools(
+            short_tmp / "ws", short_tmp / "terminal", load_servers(short_tmp / "mcp.json")
+        )
+        try:
+            names = {spec.name: spec for spec in tools.specs()}
+            assert names["mcp.echo"].source == "mcp:fx"
+            assert tools.run("c1", "mcp.echo", {"text": "through the pool"}).text == (
+                "through the pool"
+            )
+            assert tools.run("c2", "mcp.getenv", {"name": "FAKE_TOKEN"}).text == SECRET
+            worker = psutil.Process(tools.worker.pid)
+            assert worker.ppid() == pool.pid  # forked, not a cold child of this kernel
+            assert worker.ppid() != os.getpid()
+            # the config came on stdin, never in the environment (shells inherit that)
+            assert SECRET not in json.dumps(worker.environ())
+            assert not os.path.exists(f"/proc/{worker.pid}/fd/0") or (
+                os.readlink(f"/proc/{worker.pid}/fd/0") == os.devnull
+            )  # the worker let go of the pipe: no shell inherits it
+        finally:
+            tools.close()
+        log = pool.log()
+        assert "forked workers.tool" in log
+        assert SECRET not in log and "mcpServers" not in log
