@@ -6,13 +6,16 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import sys
 from pathlib import Path
 
 import psutil
 import pytest
 
-from tests.support.warm import private_pool
+from kernel.supervision import pool_client
+from protocol import pool as P
+from tests.support.warm import children_of, private_pool
 
 FAKE = str(Path(__file__).resolve().parent / "fakes" / "mcp_server.py")
 SECRET = "warm-mcp-secret-4815162342"
@@ -50,3 +53,27 @@ def test_a_tool_worker_with_mcp_servers_is_forked_and_its_mcp_calls_work(short_t
         log = pool.log()
         assert "forked workers.tool" in log
         assert SECRET not in log and "mcpServers" not in log
+
+
+@pytest.mark.parametrize(("stdin", "sent"), [(True, 2), (False, 3)])
+def test_a_spawn_whose_fds_do_not_match_its_stdin_flag_is_refused(stdin: bool, sent: int) -> None:
+    with private_pool() as pool, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(30)
+        sock.connect(str(pool.dir / "pool.sock"))
+        request = P.Spawn(
+            fingerprint=P.code_fingerprint(),
+            module="tests.fakes.worker",
+            argv=["ipc:///nowhere"],
+            env={},
+            cwd="/",
+            stdin=stdin,
+        )
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            socket.send_fds(sock, [P.encode(request)], [null] * sent)
+        finally:
+            os.close(null)
+        reply = pool_client.read_frame(sock)
+        assert isinstance(reply, P.Refused) and reply.code == "bad_request"
+        assert f"{sent} fds" in reply.detail
+        assert not children_of(pool.pid)
