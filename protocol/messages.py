@@ -22,6 +22,7 @@ FailCode = Literal[
     "cancelled",
     "timeout",
     "unknown_tool",
+    "effect_unknown",  # a tool's call was sent and its end was lost (an MCP server died)
     "internal",
     "task",  # a task script failed to load or build (harness worker)
     "unoffered",  # a tool or option id that the task does not offer now (harness worker)

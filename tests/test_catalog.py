@@ -29,7 +29,7 @@ def test_the_router_is_told_write_refuses_to_overwrite() -> None:
 
 
 def test_every_worker_tool_has_an_executor_binding() -> None:
-    tree = ast.parse((ROOT / "workers" / "tool.py").read_text())
+    tree = ast.parse((ROOT / "workers" / "tool_binding.py").read_text())
     slices = next(
         n.value
         for n in ast.walk(tree)
@@ -41,7 +41,12 @@ def test_every_worker_tool_has_an_executor_binding() -> None:
 
 
 def test_no_description_text_outside_the_catalog() -> None:
-    for path in ("kernel/loop/prompts.py", "workers/tool.py", "kernel/context/recall_tool.py"):
+    for path in (
+        "kernel/loop/prompts.py",
+        "workers/tool.py",
+        "workers/tool_binding.py",
+        "kernel/context/recall_tool.py",
+    ):
         text = (ROOT / path).read_text()
         for tool in catalog.BUILTINS.values():
             assert tool.description[:40] not in text, (path, tool.name)
@@ -59,3 +64,25 @@ def test_invalidation_follows_the_effect_class() -> None:
     assert invalidate_for_action(snaps, "bash", "ls") == []
     assert invalidate_for_action(snaps, "mcp.anything", "") == []
     assert catalog.effect_of("mcp.anything") == "any"
+
+
+def test_the_acp_front_end_reads_the_catalog_not_tool_names() -> None:
+    """acp_server/updates.py derives kinds, titles, locations and diffs from the catalog (its
+    effect class, snapshot and shell flags): no built-in tool's name is compared, looked up or
+    listed there (ACP's own kinds `read` and `edit` may be returned)."""
+    tree = ast.parse((ROOT / "acp_server" / "updates.py").read_text())
+    spots: list[ast.expr] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            spots += [node.left, *node.comparators]
+        elif isinstance(node, ast.Dict):
+            spots += [k for k in node.keys if k is not None]
+        elif isinstance(node, ast.Tuple | ast.List | ast.Set):
+            spots += node.elts
+    names = {
+        n.value
+        for spot in spots
+        for n in ast.walk(spot)
+        if isinstance(n, ast.Constant) and n.value in catalog.BUILTINS
+    }
+    assert not names, sorted(names)

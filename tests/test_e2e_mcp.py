@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.cli import ROOT, Cli
+import pytest
+
+from tests.support.cli import ROOT, Cli, finish, wait_for_line
 
 SERVER = str(ROOT / "tests" / "fakes" / "mcp_server.py")
 SECRET = "mcp-secret-value-8675309"
@@ -102,3 +107,43 @@ def test_a_broken_config_names_the_file_and_field(jmp: Cli) -> None:
     assert out.code == 2
     assert str(path) in out.stderr and "mcpServers.fs.args[1]" in out.stderr
     assert not jmp.home.exists() or not any(jmp.home.iterdir())
+
+
+@pytest.mark.timeout(400)  # two cold runs of the CLI on a loaded 2-core machine
+def test_an_mcp_server_killed_mid_call_leaves_the_call_uncertain(jmp: Cli) -> None:
+    """kill -9 of a real stdio MCP server while it serves a call: the call's effect is unknown,
+    so it ends `tool_uncertain` (worker_exit, not acknowledged) and the run `blocked`, never
+    `tool_finished`; --ack-interrupted then continues past it (docs/DECISIONS.md, MCP)."""
+    pid_file, mark = jmp.tmp / "mcp.pid", jmp.tmp / "sleeping"
+    server = {
+        "command": sys.executable,
+        "args": [SERVER, "--pid-file", str(pid_file)],
+        "env": {"FAKE_MCP_SLOW_MARK": str(mark)},
+    }
+    configure(jmp, servers={"fake": server})
+    jmp.jev.script([{"route": "mcp.slow"}])
+    jmp.flash.queue([{"tool_call": {"arguments": {"seconds": 60}}}])
+    proc = jmp.start("--workspace", str(jmp.workspace), "run the slow mcp call")
+    lines = wait_for_line(proc, lambda line: line["kind"] == "tool_started", timeout=240)
+    session, call_id = lines[-1]["session_id"], lines[-1]["data"]["call_id"]
+    deadline = time.monotonic() + 30
+    while not mark.exists() and time.monotonic() < deadline:  # the server is inside the call
+        time.sleep(0.05)
+    os.kill(int(pid_file.read_text()), signal.SIGKILL)
+    rest = wait_for_line(proc, lambda line: line["kind"] == "tool_uncertain", timeout=30)
+    record = rest[-1]["data"]
+    assert record["call_id"] == call_id and record["tool"] == "mcp.slow"
+    assert record["cause"] == "worker_exit" and record["acknowledged"] is False
+    assert "MCP server 'fake'" in record["note"]
+    assert finish(proc) == 2
+    log = jmp.log(session)
+    assert not [e for e in log if e["kind"] == "tool_finished"]
+    assert log[-1]["kind"] == "final" and log[-1]["data"]["status"] == "blocked"
+    # acknowledged, the run goes on: the (restarted) server answers the next call
+    jmp.jev.script([{"route": "mcp.echo"}, {"route": "done"}, {"completion_review": "complete"}])
+    jmp.flash.queue([{"tool_call": {"arguments": {"text": "back"}}}, {"text": "done"}])
+    out = jmp.run("--session", session, "--ack-interrupted", timeout=240)
+    assert out.code == 0, out.stderr
+    assert [u["acknowledged"] for u in out.of("tool_uncertain")] == [True]
+    (echo,) = out.of("tool_finished")
+    assert echo["status"] == "ok" and "back" in echo["text"]

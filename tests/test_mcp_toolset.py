@@ -17,7 +17,14 @@ import psutil
 import pytest
 
 from tests.fakes.mcp_server import DEFAULT_TOOLS
-from workers.mcp import MAX_MCP_TOOLS, TOOL_LIMIT, McpToolset, UnknownTool, start_toolset
+from workers.mcp import (
+    MAX_MCP_TOOLS,
+    TOOL_LIMIT,
+    EffectUnknown,
+    McpToolset,
+    UnknownTool,
+    start_toolset,
+)
 
 FAKE = str(Path(__file__).resolve().parent / "fakes" / "mcp_server.py")
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,15 +171,14 @@ def test_slow_call_times_out_and_cancel_is_honoured(toolset: McpToolset) -> None
 
 
 @pytest.mark.slow  # asserts a wall-clock bound
-def test_server_crash_mid_call_is_an_error_then_the_server_restarts() -> None:
+def test_server_crash_mid_call_is_effect_unknown_then_the_server_restarts() -> None:
     before = {p.pid for p in server_processes()}
     toolset = start_toolset({"mcpServers": {"c": fake()}})
     try:
         [first] = toolset.server_pids()
         started = time.monotonic()
-        result = toolset.call("mcp.crash", {}, threading.Event())
-        assert result["status"] == "error"
-        assert "MCP server 'c' failed during crash" in result["error"]
+        with pytest.raises(EffectUnknown, match="MCP server 'c' was lost during crash"):
+            toolset.call("mcp.crash", {}, threading.Event())
         assert time.monotonic() - started < 10
         assert toolset.call("mcp.echo", {"text": "back"})["text"] == "back"
         assert toolset.server_pids() != [first]

@@ -11,7 +11,6 @@ import argparse
 import contextlib
 import json
 import os
-import re
 import sys
 import threading
 import time
@@ -29,57 +28,9 @@ from protocol.messages import (
     Validated,
 )
 from workers.base import RequestFailed, main_for
-from workers.shell import BashRunner, Outcome, clamp_timeout
-
-_ANSI = re.compile(
-    r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, bracketed-paste toggles
-    r"|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)"  # OSC: titles, hyperlinks
-    r"|\x1b[@-Z\\-_]"  # other two-byte escapes
-    r"|[\x00-\x08\x0b-\x1f\x7f]"  # remaining control characters except \t and \n
-)
-
-# The executor binding of each catalog tool (protocol/catalog.py holds names and descriptions):
-# tool -> (native command fixed by the tool, argument names offered, required names)
-SLICES: dict[str, tuple[str | None, tuple[str, ...], tuple[str, ...]]] = {
-    "read": ("view", ("path", "view_range"), ("path",)),
-    "write": ("create", ("path", "file_text"), ("path", "file_text")),
-    "edit": (None, ("command", "path", "old_str", "new_str", "insert_line"), ("command", "path")),
-    "bash": (None, ("command", "is_input", "timeout"), ("command",)),
-}
-PATH_DESCRIPTION = "Path of the file or directory: absolute, or relative to the workspace."
-
-
-def strip_ansi(text: str) -> str:
-    """Terminal output as plain text: escape sequences and control characters removed."""
-    return _ANSI.sub("", text.replace("\r\n", "\n"))
-
-
-def confine(workspace: Path, raw: Any, protected: tuple[Path, ...] = ()) -> str:
-    """The absolute, resolved form of `raw`; raises invalid_arguments outside the workspace
-    or inside a protected directory (jmp's own sessions: its log, lock and artifacts)."""
-    if not isinstance(raw, str) or not raw.strip():
-        raise RequestFailed("invalid_arguments", "path must be a non-empty string")
-    path = Path(raw) if os.path.isabs(raw) else workspace / raw
-    resolved = path.resolve()
-    if resolved != workspace and workspace not in resolved.parents:
-        raise RequestFailed(
-            "invalid_arguments", f"path {raw!r} is outside the workspace {workspace}"
-        )
-    for home in protected:
-        if resolved == home or home in resolved.parents:
-            raise RequestFailed(
-                "invalid_arguments",
-                f"path {raw!r} is inside jmp's sessions directory {home}: the file tools never "
-                "read or change jmp's own log, lock or artifacts",
-            )
-    return str(resolved)
-
-
-def protected_dirs(workspace: Path, given: list[str]) -> tuple[Path, ...]:
-    """The sessions directories to keep the file tools out of (resolved, links included);
-    one that holds the workspace itself cannot be kept out and is left alone."""
-    dirs = (Path(p).resolve() for p in given)
-    return tuple(d for d in dirs if d != workspace and d not in workspace.parents)
+from workers.shell import BashRunner, clamp_timeout
+from workers.tool_binding import SLICES, check_edit, check_names, confine, protected_dirs, tool_spec
+from workers.tool_output import bash_result, editor_result
 
 
 def read_stdin_config() -> str:
@@ -133,7 +84,10 @@ class ToolWorker:
 
         self.editor = workspace_executor(self.workspace)
         self.terminal = self._new_terminal()
-        self.specs = [self._spec(tool.name) for tool in catalog.WORKER_TOOLS]
+        self.specs = [
+            tool_spec(t.name, self.models[t.name], self.bash.timeout_s)
+            for t in catalog.WORKER_TOOLS
+        ]
         self._start_mcp()
 
     def _new_terminal(self) -> Any:
@@ -145,31 +99,6 @@ class ToolWorker:
             working_dir=str(self.workspace),
             terminal_type="subprocess",  # never tmux: its server would outlive our tree
             full_output_save_dir=self.terminal_dir,
-        )
-
-    def _spec(self, name: str) -> ToolSpec:
-        """A slice of the native action's JSON schema: only the offered fields."""
-        _fixed, fields, required = SLICES[name]
-        full = self.models[name].model_json_schema()
-        props = {field: dict(full["properties"][field]) for field in fields}
-        if "path" in props:
-            props["path"]["description"] = PATH_DESCRIPTION
-        if name == "bash":
-            props["timeout"]["description"] = (
-                f"Optional. Seconds the command may run, at most {self.bash.timeout_s:g} (also "
-                "the default). Past it the command is stopped and reported unfinished."
-            )
-        if name == "edit":
-            props["command"]["enum"] = ["str_replace", "insert"]
-            props["command"]["description"] = "`str_replace` or `insert`."
-        schema = {
-            "type": "object",
-            "properties": props,
-            "required": list(required),
-            "additionalProperties": False,
-        }
-        return ToolSpec(
-            name=name, description=catalog.BUILTINS[name].description, parameters=schema
         )
 
     def _start_mcp(self) -> None:
@@ -218,15 +147,8 @@ class ToolWorker:
 
     def _action(self, tool: str, arguments: dict[str, Any]) -> Any:
         """The native pydantic action (validated, extra fields forbidden)."""
-        if tool not in SLICES:
-            raise RequestFailed("unknown_tool", f"no tool named {tool!r}")
-        fixed, fields, required = SLICES[tool]
-        extra = sorted(set(arguments) - set(fields))
-        missing = [name for name in required if arguments.get(name) is None]
-        if extra or missing:
-            what = [f"unexpected argument {n!r}" for n in extra]
-            what += [f"missing required argument {n!r}" for n in missing]
-            raise RequestFailed("invalid_arguments", f"{tool}: " + "; ".join(what))
+        check_names(tool, arguments)
+        fixed, fields, _required = SLICES[tool]
         data = dict(arguments)
         if "path" in fields:
             data["path"] = confine(self.workspace, arguments["path"], self.protected)
@@ -239,7 +161,7 @@ class ToolWorker:
             action = self.models[tool].model_validate(data)
         except ValueError as exc:  # pydantic.ValidationError is a ValueError
             raise RequestFailed("invalid_arguments", f"{tool}: {exc}") from exc
-        _check_edit(tool, action)
+        check_edit(tool, action)
         return action
 
     def run(self, msg: RunTool, cancel: threading.Event) -> ToolResult:
@@ -247,19 +169,17 @@ class ToolWorker:
         start = time.monotonic()
         if msg.tool.startswith("mcp.") and self.mcp is not None:
             self.validate(msg.tool, msg.arguments)  # never trust the wire
-            fields = self.mcp.call(msg.tool, msg.arguments, cancel, timeout_s=msg.timeout_s)
+            from workers.mcp import EffectUnknown  # loaded: self.mcp is its toolset
+
+            try:
+                fields = self.mcp.call(msg.tool, msg.arguments, cancel, timeout_s=msg.timeout_s)
+            except EffectUnknown as exc:  # the kernel records the call tool_uncertain
+                raise RequestFailed("effect_unknown", str(exc)) from exc
             # The real time, a timed-out or cancelled call included.
             return ToolResult(reply_to=msg.id, seconds=time.monotonic() - start, **fields)
         action = self._action(msg.tool, msg.arguments)
         if msg.tool != "bash":
-            obs = self.editor(action)
-            return ToolResult(
-                reply_to=msg.id,
-                status="error" if obs.is_error else "ok",
-                text=strip_ansi(obs.text),
-                error=strip_ansi(obs.text) if obs.is_error else "",
-                seconds=time.monotonic() - start,
-            )
+            return editor_result(msg.id, self.editor(action), time.monotonic() - start)
         if action.timeout is None and msg.timeout_s is not None:
             action = action.model_copy(update={"timeout": msg.timeout_s})
         shell = self.terminal.session.terminal
@@ -269,57 +189,7 @@ class ToolWorker:
                 self.terminal.close()
             self.terminal = self._new_terminal()
         outcome = self.bash.run(self.terminal, action, cancel)
-        return _bash_result(msg.id, outcome, self.bash, time.monotonic() - start)
-
-
-def _check_edit(tool: str, action: Any) -> None:
-    """Arguments the native editor calls required for a command, checked before any effect."""
-    if tool != "edit":
-        return
-    if action.command not in ("str_replace", "insert"):
-        raise RequestFailed("invalid_arguments", "edit: command must be str_replace or insert")
-    if action.command == "str_replace" and action.old_str is None:
-        raise RequestFailed("invalid_arguments", "edit: str_replace needs old_str")
-    if action.command == "insert" and (action.insert_line is None or action.new_str is None):
-        raise RequestFailed("invalid_arguments", "edit: insert needs insert_line and new_str")
-
-
-def _bash_result(ident: str, outcome: Outcome, bash: BashRunner, seconds: float) -> ToolResult:
-    """ToolResult of a shell command: the real exit code when it finished; when it was stopped
-    (a limit, or Ctrl+C/cancel) `exit_code -1` whatever the shell said after C-c (130, 137, none)
-    and the fact itself: `interrupted: true` with the reason."""
-    obs = outcome.observation
-    meta = obs.metadata
-    body = obs.text if outcome.output is None else outcome.output
-    suffix = meta.suffix
-    code = -1 if outcome.reason else obs.exit_code  # stopped: unfinished, never success
-    error = ""
-    if outcome.reason in ("timeout", "output_cap"):
-        limit = (
-            f"its time limit ({bash.timeout_s:g} s max, JMP_BASH_TIMEOUT_S)"
-            if outcome.reason == "timeout"
-            else f"the output cap ({bash.output_bytes} bytes, JMP_BASH_OUTPUT_BYTES)"
-        )
-        error = f"stopped at {limit}; the command did not finish"
-        suffix = f"\n[{error}.]"
-    elif outcome.reason == "cancelled":
-        error = "interrupted by cancel"
-    prefix = meta.prefix if outcome.output is None else ""  # kept output is whole: no "[...]"
-    text = strip_ansi(f"{prefix}{body}{suffix}").strip("\n")
-    if not error and obs.is_error:
-        error = text
-    elif not error and code is not None and code > 0:
-        error = f"exit code {code}"
-    return ToolResult(
-        reply_to=ident,
-        status="error" if error else "ok",
-        exit_code=code,
-        text=text,
-        error=error,
-        seconds=seconds,
-        interrupted=bool(outcome.reason),
-        reason=outcome.reason,
-    )
+        return bash_result(msg.id, outcome, self.bash, time.monotonic() - start)
 
 
 if __name__ == "__main__":

@@ -253,26 +253,46 @@ class ToolStep:
         try:
             return self.handle(tool).run(call_id, tool, arguments, cancel=self.cancel)
         except WorkerDied as exc:
-            self.session.append(
-                ToolUncertainData(
-                    call_id=call_id,
-                    tool=tool,
-                    target=target,
-                    cause="worker_exit",
-                    acknowledged=False,
-                    note=f"{exc}. The call's effect is unknown; nothing re-ran it.",
-                    signal=exc.signal,
-                    exit_code=exc.worker_exit_code,
-                ),
-                durable=True,
-            )
+            note = f"{exc}. The call's effect is unknown; nothing re-ran it."
+            self._uncertain(call_id, tool, target, note, exc.signal, exc.worker_exit_code)
             raise RunEnded(
                 "blocked",
                 f"The tool worker died during {tool} {target!r}: its effect is unknown. Check it, "
                 "then continue with --ack-interrupted.",
             ) from exc
         except WorkerFailed as exc:
+            if exc.code == "effect_unknown":  # an MCP server died mid-call: no end, no guess
+                self._uncertain(call_id, tool, target, f"{exc.detail}. Nothing re-ran it.")
+                raise RunEnded(
+                    "blocked",
+                    f"The MCP server died during {tool} {target!r}: its effect is unknown. Check "
+                    "it, then continue with --ack-interrupted.",
+                ) from exc
             return ToolResult(reply_to=call_id, status="error", error=exc.detail, text=exc.detail)
+
+    def _uncertain(
+        self,
+        call_id: str,
+        tool: str,
+        target: str,
+        note: str,
+        signal: int | None = None,
+        exit_code: int | None = None,
+    ) -> None:
+        """`tool_uncertain` (worker_exit, not acknowledged), fsynced: the call has no end."""
+        self.session.append(
+            ToolUncertainData(
+                call_id=call_id,
+                tool=tool,
+                target=target,
+                cause="worker_exit",
+                acknowledged=False,
+                note=note,
+                signal=signal,
+                exit_code=exit_code,
+            ),
+            durable=True,
+        )
 
     def _error(self, stage: str, error_class: str, message: str) -> None:
         message = preview(self.session.redactor.text(message), ERROR_PREVIEW_CHARS, "")
