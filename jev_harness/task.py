@@ -9,20 +9,18 @@ projections go first, then the oldest summaries, then half the last_read text).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from jev_harness.model import OfferError, Option, Outcome, Parameter, Selection, Tool, Toolkit
-from jev_harness.text import clean, clip
+from jev_harness.observation import canonical, fit_observation
+from jev_harness.text import clean, clip, scrub
 
 if TYPE_CHECKING:
     from jev_harness.evidence_store import EvidenceStore
 
-MAX_OBSERVATION_BYTES = 8192
 RECENT = 8  # summaries kept in the observation; older ones stay reachable through references
 MAX_GOAL_CHARS = 2000
-REDACTED = "[REDACTED]"
 
 
 class Task:
@@ -81,14 +79,12 @@ class Task:
         self.limits = dict(limits or {})
         if redact is not None:
             self.redact = redact
-        known = sorted({s for s in secrets if isinstance(s, str) and s}, key=len, reverse=True)
+        known = [s for s in secrets if isinstance(s, str) and s]
         if known:
             inner = self.redact
 
             def redact_known(text: str) -> str:
-                for secret in known:
-                    text = text.replace(secret, REDACTED)
-                return inner(text)
+                return inner(scrub(text, known))
 
             self.redact = redact_known
 
@@ -278,27 +274,3 @@ def as_outcome(result: Any) -> Outcome:
 
 def _no_redaction(text: str) -> str:
     return text
-
-
-def canonical(obj: Any) -> bytes:
-    """Compact, key-sorted UTF-8 JSON: the form that is measured and fingerprinted."""
-    return json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
-
-
-def fit_observation(obs: dict[str, Any], limit: int = MAX_OBSERVATION_BYTES) -> dict[str, Any]:
-    """Shrink an observation until its canonical form fits `limit` bytes (oldest first)."""
-    obs = dict(obs)
-    while len(canonical(obs)) > limit:
-        if obs.get("toolkits"):
-            obs["toolkits"] = {}
-        elif any(obs.get(k) for k in ("sources", "records")):
-            key = max(("sources", "records"), key=lambda k: len(obs.get(k) or []))
-            obs[key] = obs[key][1:]
-        elif obs.get("last_read") and obs["last_read"].get("text"):
-            text = obs["last_read"]["text"]
-            obs["last_read"] = {**obs["last_read"], "text": text[: len(text) // 2]}
-        elif len(obs.get("goal", "")) > 200:
-            obs["goal"] = clip(obs["goal"], len(obs["goal"]) // 2)
-        else:
-            return {"goal": clip(obs.get("goal", ""), 200), "counts": obs.get("counts", {})}
-    return obs

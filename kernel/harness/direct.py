@@ -18,6 +18,7 @@ from typing import Any
 from kernel.errors import JmpError
 from kernel.harness.engine_errors import RunEnded
 from kernel.harness.opening import Opened
+from kernel.harness.records import reply_fields
 from kernel.supervision.supervisor import WorkerDied, WorkerFailed
 from protocol.harness import Observed, ToolInfo
 
@@ -164,12 +165,7 @@ class HarnessSession:
             self.route = "direct"
             after, _state, new_ref = self.engine.observe()
             return {
-                "status": reply.status,
-                "summary": reply.summary,
-                "text": reply.text,
-                "error": reply.error,
-                "source": reply.source,
-                "target": reply.target,
+                **reply_fields(reply),
                 "state_ref": new_ref,
                 "complete": after.complete,
                 "artifact": self.engine.artifact(),

@@ -17,21 +17,14 @@ from typing import Any
 from kernel.errors import JmpError
 from kernel.harness.decisions import Decider
 from kernel.harness.engine_errors import RunEnded
+from kernel.harness.records import PREVIEW_CHARS, receipt_fields, record_finished, record_uncertain
 from kernel.harness.state import build_state, encode
 from kernel.harness.workers import HarnessWorker, Jev
 from kernel.loop.steps import crash_point
 from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
-from protocol.events import (
-    ErrorData,
-    FinalData,
-    ReceiptData,
-    ToolFinishedData,
-    ToolStartedData,
-    ToolUncertainData,
-)
+from protocol.events import ErrorData, FinalData, ToolStartedData
 from protocol.harness import Observed, Operated, Receipt, TaskLoaded, ToolInfo
 
-PREVIEW_CHARS = 2_000
 OPERATION_GRACE_S = 5.0  # past the run's deadline before an operation is stopped
 
 
@@ -177,7 +170,8 @@ class Engine:
         reply = self._operate(call_id, tool, chosen, target, entry)
         crash_point("after_tool_result")
         self.steps += 0 if entry else 1
-        self._finished(call_id, tool.name, arguments, target, reply)
+        if record_finished(self.session, call_id, tool.name, arguments, target, reply):
+            self.receipt = reply.receipt
         return reply
 
     def _operate(
@@ -187,80 +181,20 @@ class Engine:
         try:
             return self.harness.operate(call_id, tool.name, chosen, backstop, entry)
         except WorkerDied as exc:
-            self._uncertain(call_id, tool.name, target, str(exc), exc.signal, exc.worker_exit_code)
+            why, signal, code = str(exc), exc.signal, exc.worker_exit_code
+            record_uncertain(self.session, call_id, tool.name, target, why, signal, code)
             self.steps += 0 if entry else 1
             raise RunEnded(
                 "blocked", f"uncertain call: {tool.name} ({call_id}) was interrupted: {exc}"
             ) from None
         except KeyboardInterrupt:  # a second Ctrl+C mid-call: stop the worker, settle the call
             self.harness.close()  # so no `final` is ever written over a pending call
-            self._uncertain(call_id, tool.name, target, "stopped by an interrupt", None, None)
+            why = "stopped by an interrupt"
+            record_uncertain(self.session, call_id, tool.name, target, why, None, None)
             self.steps += 0 if entry else 1
             raise
         except (WorkerFailed, Cancelled) as exc:  # refused before it acted (e.g. unoffered)
             return Operated(reply_to=call_id, status="error", error=str(exc), target=target)
-
-    def _uncertain(
-        self,
-        call_id: str,
-        tool: str,
-        target: str,
-        why: str,
-        signal: int | None,
-        exit_code: int | None,
-    ) -> None:
-        self.session.append(
-            ToolUncertainData(
-                call_id=call_id,
-                tool=tool,
-                cause="worker_exit",
-                acknowledged=False,
-                note=f"{why}; what the operation did is unknown and it is not re-run",
-                target=target,
-                signal=signal,
-                exit_code=exit_code,
-            ),
-            durable=True,
-        )
-
-    def _finished(
-        self, call_id: str, tool: str, arguments: str, target: str, reply: Operated
-    ) -> None:
-        artifacts = self.session.artifacts
-        shown = reply.text.startswith(reply.summary)  # the text may open with its summary
-        text = reply.text if shown else "\n".join(filter(None, [reply.summary, reply.text]))
-        full = artifacts.write_text(f"{call_id}.output.txt", text, durable=False)
-        result = artifacts.write_json(
-            f"{call_id}.result.json",
-            {
-                "status": reply.status,
-                "summary": reply.summary,
-                "text": reply.text,
-                "error": reply.error,
-                "source": reply.source,
-                "target": reply.target,
-                "data": reply.data,
-            },
-            durable=False,
-        )
-        self.session.append(
-            ToolFinishedData(
-                call_id=call_id,
-                tool=tool,
-                status=reply.status,
-                text=text[:PREVIEW_CHARS],
-                arguments=arguments[:PREVIEW_CHARS],
-                artifact=result,
-                full_output=full,
-                target=reply.target or target,
-                seconds=round(reply.seconds, 6),
-                truncated=len(text) > PREVIEW_CHARS,
-                error=reply.error,
-            )
-        )
-        if reply.receipt is not None:
-            self.receipt = reply.receipt
-            self.session.append(ReceiptData(call_id=call_id, **_receipt_fields(reply.receipt)))
 
     # --- the end --------------------------------------------------------------
 
@@ -303,17 +237,5 @@ class Engine:
     def artifact(self) -> dict[str, Any] | None:
         if self.receipt is None:
             return None
-        clean: dict[str, Any] = self.session.redactor.value(_receipt_fields(self.receipt))
+        clean: dict[str, Any] = self.session.redactor.value(receipt_fields(self.receipt))
         return clean
-
-
-def _receipt_fields(receipt: Receipt) -> dict[str, Any]:
-    return {
-        "path": receipt.path,
-        "exists": receipt.exists,
-        "match": receipt.match,
-        "record_count": receipt.record_count,
-        "digest": receipt.digest,
-        "sources": list(receipt.sources),
-        "verdict": receipt.verdict,
-    }

@@ -10,7 +10,7 @@ import pytest
 
 import jev_harness as jev
 from jev_harness.model import OfferError, Outcome
-from jev_harness.task import MAX_OBSERVATION_BYTES, canonical
+from jev_harness.observation import MAX_OBSERVATION_BYTES, canonical
 
 
 def _counter_task() -> jev.Task:
