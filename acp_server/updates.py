@@ -31,6 +31,7 @@ from acp.schema import (
     UserMessageChunk,
 )
 
+from protocol import catalog
 from protocol.events import (
     Event,
     FinalData,
@@ -43,15 +44,6 @@ from protocol.events import (
 Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress
 ReadArtifact = Callable[[str], str]
 
-FILE_TOOLS = ("read", "write", "edit")
-KINDS: dict[str, ToolKind] = {
-    "read": "read",
-    "write": "edit",
-    "edit": "edit",
-    "bash": "execute",
-    "recall": "search",
-}
-VERBS = {"read": "Read", "write": "Write", "edit": "Edit", "bash": "Run", "recall": "Recall"}
 TITLE_CHARS = 120
 # Statuses whose summary is the agent's message: the answer, the question, the reason, the
 # error. A cancelled turn says so through its stop reason; a compaction is not a turn.
@@ -59,14 +51,31 @@ SPOKEN = ("completed", "needs_input", "blocked", "error")
 
 
 def tool_kind(tool: str) -> ToolKind:
-    """The ACP kind of a jmp tool: MCP tools and anything unknown are `other`."""
-    return KINDS.get(tool, "other")
+    """The ACP kind of a jmp tool, from its entry in the catalog (protocol/catalog.py): the
+    shell `execute`, a writer `edit`, a file view `read`, another observer `search`; MCP tools
+    and anything unknown are `other`."""
+    known = catalog.BUILTINS.get(tool)
+    if known is None:
+        return "other"
+    if known.shell:
+        return "execute"
+    if known.effect == "writes_target":
+        return "edit"
+    return "read" if known.snapshot else "search"
+
+
+def is_file_tool(tool: str) -> bool:
+    """True when the tool's target is a file: a view of it, or the file it writes."""
+    return catalog.is_snapshot(tool) or catalog.effect_of(tool) == "writes_target"
 
 
 def title(tool: str, target: str, workspace: Path) -> str:
     """A readable one-line title: "Edit src/app.py", "Run pytest -q", "MCP echo hi"."""
-    shown = _relative(target, workspace) if tool in FILE_TOOLS else target
-    verb = f"MCP {tool[4:]}" if tool.startswith("mcp.") else VERBS.get(tool, tool)
+    shown = _relative(target, workspace) if is_file_tool(tool) else target
+    if tool.startswith("mcp."):
+        verb = f"MCP {tool[4:]}"
+    else:
+        verb = "Run" if catalog.is_shell(tool) else tool.capitalize()
     return _clip(f"{verb} {_clip(shown)}".strip())
 
 
@@ -84,7 +93,7 @@ def started(data: ToolStartedData, workspace: Path) -> ToolCallStart:
 def finished(data: ToolFinishedData, request: dict[str, Any] | None) -> ToolCallProgress:
     """`tool_finished` -> completed or failed, the output preview as text, a diff for edits."""
     text = data.text or data.error or "(no output)"
-    if data.exit_code is not None and data.tool == "bash":
+    if data.exit_code is not None and catalog.is_shell(data.tool):
         text = f"{text}\n[exit code {data.exit_code}]"
     content: list[Any] = [tool_content(text_block(text))]
     if data.status == "ok" and request is not None:
@@ -221,9 +230,9 @@ def _diff(tool: str, request: dict[str, Any]) -> list[Any]:
     """A diff from the validated arguments of a write (new file text) or a str_replace edit."""
     args = request.get("arguments") or {}
     path = str(request.get("target") or args.get("path") or "")
-    if tool not in ("write", "edit") or not path or not isinstance(args, dict):
+    if catalog.effect_of(tool) != "writes_target" or not path or not isinstance(args, dict):
         return []
-    if tool == "write" and isinstance(args.get("file_text"), str):
+    if isinstance(args.get("file_text"), str):  # a new file's whole text
         return [tool_diff_content(path, args["file_text"])]
     old, new = args.get("old_str"), args.get("new_str")
     if args.get("command") == "str_replace" and isinstance(old, str) and isinstance(new, str):
@@ -232,7 +241,7 @@ def _diff(tool: str, request: dict[str, Any]) -> list[Any]:
 
 
 def _locations(tool: str, target: str, workspace: Path) -> list[ToolCallLocation] | None:
-    if tool not in FILE_TOOLS or not target:
+    if not is_file_tool(tool) or not target:
         return None
     path = Path(target)
     return [ToolCallLocation(path=str(path if path.is_absolute() else workspace / path))]
