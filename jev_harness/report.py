@@ -2,7 +2,9 @@
 
 The report is `{"version": 1, "goal", "records": [{"label", "quote", "source", "ref", ...}],
 "sources": [...]}`, written by temp file, fsync and rename into the output's own directory
-only: a kill leaves either the old file or the new one, never a torn one.
+only: a kill leaves either the old file or the new one, never a torn one. This is the harness
+worker's one atomic write; the kernel's twin is kernel/store/durable.py (neither may import
+the other's side).
 """
 
 from __future__ import annotations

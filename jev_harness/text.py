@@ -1,10 +1,16 @@
-"""Text bounds shared by the library: clean Unicode, clipped descriptions, opening words."""
+"""Text bounds shared by the library: clean Unicode, clipped descriptions, opening words, and
+the library's one redaction of known secrets."""
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 MAX_DESCRIPTION_CHARS = 200  # an option description, a summary
 MAX_WINDOW_CHARS = 1200  # original text in one window or outcome
 ELLIPSIS = "…"
+# The marker of protocol/secrets.py (this library imports the stdlib only; a test keeps the two
+# equal): the harness worker's own redaction (workers/redact.py) uses the same.
+REDACTED = "[REDACTED]"
 
 
 def clean(text: str) -> str:
@@ -22,6 +28,13 @@ def clip(text: str, limit: int = MAX_DESCRIPTION_CHARS) -> str:
     if len(text) <= limit:
         return text
     return text[: max(0, limit - 1)] + ELLIPSIS
+
+
+def scrub(text: str, secrets: Iterable[str]) -> str:
+    """`text` with every non-empty secret (longest first) replaced by [REDACTED]."""
+    for secret in sorted({s for s in secrets if s}, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
 
 
 def opening(text: str, limit: int = 80) -> str:

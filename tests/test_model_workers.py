@@ -24,8 +24,8 @@ import pytest
 from protocol.messages import Failed, Generate, Generated, Message, Progress, Route, Routed
 from tests.servers.flash import FlashServer
 from tests.servers.jev import JevServer, choice_confidence
-from workers.calls import redact
 from workers.generator import FlashSettings, GeneratorHandler
+from workers.redact import redact
 from workers.router import JevSettings, RouterHandler
 
 JEV_KEY = "ts-secret-7d1f0c9a"
@@ -211,7 +211,7 @@ def test_router_scrubs_a_key_echoed_by_the_provider(
     monkeypatch.setattr(router.client, "system_one", echo)
     reply, _ = call(router, route())
     assert isinstance(reply, Failed) and reply.error_class == "TypeSafeAPIConnectionError"
-    assert JEV_KEY not in wire_text([reply]) and "[redacted]" in reply.detail
+    assert JEV_KEY not in wire_text([reply]) and "[REDACTED]" in reply.detail
 
 
 # --- generator -------------------------------------------------------------------
@@ -368,7 +368,7 @@ def test_keys_never_appear_in_any_reply(flash: FlashServer, generator: Any, rout
     outputs.append(call(router, route())[0])
     text = wire_text(outputs)
     assert FLASH_KEY not in text and JEV_KEY not in text
-    assert redact(f"a {FLASH_KEY} b", FLASH_KEY, "") == "a [redacted] b"
+    assert redact(f"a {FLASH_KEY} b", FLASH_KEY, "") == "a [REDACTED] b"
 
 
 # --- as real subprocesses ----------------------------------------------------------

@@ -100,3 +100,36 @@ def test_a_big_output_with_many_secrets_none_present_is_unchanged():
     r = Redactor([f"secret-number-{i:04d}" for i in range(50)])
     text = "ordinary tool output line with nothing secret in it\n" * 2000  # ~100 KB
     assert r.text(text) == text
+
+
+def test_one_marker_everywhere_and_one_redaction_per_side():
+    """One marker (protocol/secrets.py): the worker side's and jev_harness's redactions use it,
+    and no other product module spells a marker of its own (issue 10)."""
+    import ast
+    from pathlib import Path
+
+    from jev_harness.text import REDACTED as LIBRARY_MARKER
+    from jev_harness.text import scrub
+    from protocol.secrets import REDACTED as MARKER
+    from workers.redact import redact
+
+    assert REDACTED == MARKER == LIBRARY_MARKER
+    token = "ghp_" + "a" * 36
+    assert redact(f"k=secret-1 {token}", "secret-1") == f"k={MARKER} {MARKER}"
+    assert scrub("a secret-1 b", ["secret-1", ""]) == f"a {MARKER} b"
+    root = Path(__file__).resolve().parent.parent
+    homes = {"protocol/secrets.py", "jev_harness/text.py"}
+    others = []
+    for package in ("kernel", "protocol", "workers", "cli", "acp_server", "jev_harness"):
+        for path in (root / package).rglob("*.py"):
+            name = str(path.relative_to(root))
+            literals = [
+                node.value
+                for node in ast.walk(ast.parse(path.read_text()))
+                if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            ]
+            if name not in homes and any(
+                "[redacted]" in v.lower() for v in literals if len(v) < 40
+            ):
+                others.append(name)
+    assert not others, others

@@ -1,4 +1,4 @@
-"""Blocking vendor calls made cancellable, and secret scrubbing for worker replies.
+"""Blocking vendor calls made cancellable (secret scrubbing is workers/redact.py).
 
 A vendor SDK call cannot be interrupted from outside, so it runs on a daemon thread and the
 handler waits in short slices, checking the cancel event: a cancel answers within POLL_S even if
@@ -18,14 +18,6 @@ _END = object()
 
 class Cancelled(Exception):
     """The cancel event was set while waiting on the provider."""
-
-
-def redact(text: str, *secrets: str) -> str:
-    """`text` with every non-empty secret replaced, so replies never carry a key."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "[redacted]")
-    return text
 
 
 def call_cancellable[T](fn: Callable[[], T], cancel: threading.Event) -> T:

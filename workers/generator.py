@@ -23,7 +23,8 @@ import openai
 
 from protocol.messages import Failed, Generate, Generated, ModelUsage, Msg, Progress
 from protocol.text import first_surrogate, repaired
-from workers.calls import Cancelled, redact, stream_cancellable
+from workers.calls import Cancelled, stream_cancellable
+from workers.redact import redact
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-v4-flash"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import stat
 import sys
 import threading
@@ -40,16 +39,8 @@ from protocol.harness import (
     ToolInfo,
 )
 from protocol.messages import Msg
-from protocol.secrets import REDACTED, TOKEN_PATTERNS
 from workers.base import RequestFailed
-
-_TOKENS = re.compile("|".join(TOKEN_PATTERNS))
-
-
-def redact_tokens(text: str) -> str:
-    """`text` with every unmistakable token format replaced (protocol/secrets.py)."""
-    return _TOKENS.sub(REDACTED, text)
-
+from workers.redact import redact
 
 SCRIPT_MODULE = "jev_task_script"
 
@@ -156,9 +147,7 @@ class HarnessHandler:
                 )
             # The report is written here, so this is where it is redacted: the kernel's known
             # secrets (LoadTask.secrets) and the token formats every redactor knows.
-            task.configure(
-                request.goal, request.limits, redact=redact_tokens, secrets=request.secrets
-            )
+            task.configure(request.goal, request.limits, redact=redact, secrets=request.secrets)
         except RequestFailed:
             raise
         except BaseException as exc:  # the script's own failure, named with its traceback

@@ -16,7 +16,8 @@ from typing import Any
 from typesafe_sdk import Choice, RetryPolicy, TypeSafeClient, TypeSafeError
 
 from protocol.messages import Failed, ModelUsage, Msg, Route, Routed
-from workers.calls import Cancelled, call_cancellable, redact
+from workers.calls import Cancelled, call_cancellable
+from workers.redact import redact
 
 DEFAULT_BASE_URL = "https://api.typesafe.ai"
 DEFAULT_MODEL = "jev-latest"

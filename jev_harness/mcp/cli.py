@@ -17,7 +17,6 @@ SERVER_START = time.monotonic()  # --timeout counts from here
 
 import argparse  # noqa: E402
 import io  # noqa: E402
-import json  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
@@ -25,11 +24,12 @@ import sys  # noqa: E402
 import threading  # noqa: E402
 from typing import Any  # noqa: E402
 
+from jev_harness.run_options import UsageError, add_run_options, check_limits, json_arg  # noqa: E402
+
 STOP_GRACE_S = 5.0  # a call in flight at shutdown gets this long before its worker is killed
 
 
-class Usage(Exception):
-    """A wrong command line or a server that cannot start, named (exit 2)."""
+Usage = UsageError  # a wrong command line or a server that cannot start, named (exit 2)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -43,27 +43,10 @@ def parser() -> argparse.ArgumentParser:
         description="Serve one jev-harness task session over stdio MCP.",
     )
     p.add_argument("script", metavar="SCRIPT")
-    p.add_argument("--goal", required=True, metavar="TEXT")
-    p.add_argument("--inputs", required=True, metavar="JSON")
-    p.add_argument("--context", metavar="JSON")
-    p.add_argument("--max-steps", type=int, default=20, metavar="N")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S")
+    add_run_options(p)
     p.add_argument("--archive", metavar="FILE", help="mirror every persisted event line here")
     p.add_argument("--direct-only", action="store_true", help="no run_task, no Jev key needed")
-    p.add_argument("--sessions-dir", metavar="PATH")
     return p
-
-
-def _json(flag: str, text: str | None, *, obj: bool) -> Any:
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise Usage(f"{flag} is not valid JSON: {exc}") from None
-    if obj and not isinstance(value, dict):
-        raise Usage(f"{flag} must be a JSON object, got {type(value).__name__}")
-    return value
 
 
 class Archive:
@@ -77,7 +60,7 @@ class Archive:
             raise Usage(f"--archive: cannot write {path}: {exc.strerror or exc}") from None
 
     def __call__(self, event: Any) -> None:
-        from kernel.store.event_log import write_all
+        from kernel.store.durable import write_all
         from protocol.codec import encode_event
 
         if event.seq is not None and self.fd is not None:  # transient events are not persisted
@@ -124,8 +107,8 @@ class Server:
         self.session = open_session(
             args.script,
             args.goal,
-            _json("--inputs", args.inputs, obj=True),
-            context=_json("--context", args.context, obj=False),
+            json_arg("--inputs", args.inputs, obj=True),
+            context=json_arg("--context", args.context, obj=False),
             max_steps=args.max_steps,
             timeout=args.timeout,
             sessions_dir=args.sessions_dir,
@@ -177,14 +160,11 @@ class Server:
 
 def run(argv: list[str], mcp_out: int, say: Any) -> int:
     args = parser().parse_args(argv)
-    if args.max_steps < 1:
-        raise Usage("--max-steps must be at least 1")
-    if not args.timeout > 0:
-        raise Usage("--timeout must be a positive number of seconds")
+    check_limits(args)
     if not args.direct_only and not os.environ.get("TYPESAFE_API_KEY", "").strip():
         raise Usage("not set: TYPESAFE_API_KEY (Jev runs delegated tasks; or use --direct-only)")
-    _json("--inputs", args.inputs, obj=True)
-    _json("--context", args.context, obj=False)
+    json_arg("--inputs", args.inputs, obj=True)
+    json_arg("--context", args.context, obj=False)
     archive = Archive(args.archive) if args.archive else None
     try:
         server = Server(args, archive, say)

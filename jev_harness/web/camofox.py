@@ -26,14 +26,14 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from jev_harness.text import scrub
 from jev_harness.web.html import sections_from
 from jev_harness.web.page import Link, Page, WebError
 from jev_harness.web.urls import (
     OriginPolicy,
     Resolver,
     canonical_url,
-    normalize_origins,
-    origin_of,
+    entry_and_origins,
     resolve,
 )
 
@@ -112,16 +112,7 @@ class CamofoxProvider:
         max_chars: int = MAX_CHARS,
         resolver: Resolver = resolve,
     ) -> None:
-        entry = canonical_url(url)
-        try:
-            entry_origin = origin_of(entry)
-        except WebError as exc:
-            raise ValueError(f"bad entry url {url!r}: {exc.message}") from None
-        origins = normalize_origins(allowed_origins or [entry_origin])
-        if entry_origin not in origins:
-            raise ValueError(
-                f"entry url {entry} is not on an allowed origin ({', '.join(origins)})"
-            )
+        entry, origins = entry_and_origins(url, allowed_origins)
         if not isinstance(session, str) or not session.strip():
             raise ValueError("camofox session (its userId) must be a non-empty string")
         self.url = entry
@@ -146,7 +137,7 @@ class CamofoxProvider:
 
     def scrub(self, text: str) -> str:
         """The text with the access key (if any) replaced: it must reach nothing we return."""
-        return text.replace(self.__key, "[REDACTED]") if self.__key else text
+        return scrub(text, [self.__key])
 
     # -- REST -----------------------------------------------------------------------------
 

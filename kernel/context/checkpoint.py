@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 
 import msgspec
@@ -17,6 +16,7 @@ import msgspec
 from kernel.context.render import archive_calls
 from kernel.context.state import MAX_SNAPSHOTS, State, fold
 from kernel.errors import JmpError
+from kernel.store.durable import write_atomic
 from kernel.store.guard import read_nofollow, storage_error
 from protocol.events import Event
 
@@ -67,28 +67,10 @@ def write_checkpoint(session_dir: str | os.PathLike[str], data: bytes, through: 
     directory = Path(session_dir)
     name = f"context-{through}.json"
     try:
-        fd, tmp = tempfile.mkstemp(prefix=".context-", suffix=".tmp", dir=directory)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(tmp, directory / name)  # replaces a planted link, never follows it
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        _fsync_dir(directory)  # the rename itself must survive a crash
+        write_atomic(directory, name, data)  # replaces a planted link, never follows it
     except OSError as exc:
         raise storage_error("write the checkpoint", directory / name, exc) from None
     return name
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def load_latest_checkpoint(session_dir: str | os.PathLike[str]) -> Checkpoint | None:

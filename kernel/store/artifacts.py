@@ -6,7 +6,6 @@ import contextlib
 import os
 import re
 import threading
-import uuid
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any
@@ -14,8 +13,8 @@ from typing import Any
 import msgspec
 
 from kernel.errors import ArtifactRefused
-from kernel.store.event_log import write_all
-from kernel.store.guard import NOFOLLOW, open_nofollow, read_nofollow, storage_error
+from kernel.store.durable import write_at
+from kernel.store.guard import open_nofollow, read_nofollow, storage_error
 from kernel.store.redact import Redactor
 from protocol.text import scrubbed, shown_name
 
@@ -85,21 +84,7 @@ class Artifacts:
         target = _free_name(dfd, name)
         # Temp file (+ fsync) + rename: a reader (or a crash) sees the whole file or none of it.
         # Relative to the held directory and never through a link (issue 9, item 8).
-        tmp = f".tmp-{uuid.uuid4().hex}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | NOFOLLOW, 0o600, dir_fd=dfd)
-        try:
-            write_all(fd, data)
-            if durable:
-                os.fsync(fd)
-            os.close(fd)
-            fd = -1
-            os.replace(tmp, target, src_dir_fd=dfd, dst_dir_fd=dfd)
-        except BaseException:
-            if fd >= 0:
-                os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp, dir_fd=dfd)
-            raise
+        write_at(dfd, target, data, durable=durable)
         return f"artifacts/{target}"
 
     def path(self, rel: str) -> Path:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 from kernel.errors import CorruptLog, LogReplaced, StorageError, UnsupportedLogVersion
+from kernel.store.durable import fsync_dir, write_all
 from kernel.store.guard import open_nofollow, storage_error
 from protocol.codec import MalformedRecord, UnsupportedVersion, decode_event, encode_event
 from protocol.events import Event
@@ -211,19 +212,3 @@ def _write_durable(path: Path, data: bytes) -> None:
     finally:
         os.close(fd)
     fsync_dir(path.parent)
-
-
-def write_all(fd: int, data: bytes) -> None:
-    """write() until every byte is taken (a regular file takes it in one call)."""
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
-
-
-def fsync_dir(path: Path) -> None:
-    """Make a directory entry (a create or rename inside it) durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -18,7 +18,8 @@ import msgspec
 from kernel.errors import SessionNotFound
 from kernel.store.artifacts import Artifacts
 from kernel.store.catalog import SessionInfo, is_session_id, list_sessions, sessions_home, status_of
-from kernel.store.event_log import EventLog, fsync_dir
+from kernel.store.durable import fsync_dir
+from kernel.store.event_log import EventLog
 from kernel.store.guard import check_session_dir, storage_error
 from kernel.store.lock import SessionLock
 from kernel.store.redact import Redactor
