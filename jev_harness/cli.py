@@ -12,16 +12,19 @@ import sys
 sys.dont_write_bytecode = True  # check-task writes no file at all, bytecode caches included
 
 import argparse  # noqa: E402
-import json  # noqa: E402
 import os  # noqa: E402
 import signal  # noqa: E402
 from typing import Any  # noqa: E402
 
 from jev_harness.output import Output  # noqa: E402
+from jev_harness.run_options import (  # noqa: E402
+    UsageError,
+    add_run_options,
+    check_limits,
+    json_arg,
+)
 
-
-class UsageProblem(Exception):
-    """A wrong command line, named (exit 2)."""
+UsageProblem = UsageError  # a wrong command line, named (exit 2)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -38,31 +41,13 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_true")
     run = sub.add_parser("run", help="run a task script with Jev deciding each step")
     run.add_argument("file")
-    run.add_argument("--goal", required=True, metavar="TEXT")
-    run.add_argument("--inputs", required=True, metavar="JSON")
-    run.add_argument("--context", metavar="JSON")
-    run.add_argument("--max-steps", type=int, default=20, metavar="N")
-    run.add_argument("--timeout", type=float, default=120.0, metavar="S")
-    run.add_argument("--sessions-dir", metavar="PATH")
+    add_run_options(run)
     run.add_argument("--json", action="store_true")
     inspect = sub.add_parser("inspect", help="a session's status and receipt")
     inspect.add_argument("session_id")
     inspect.add_argument("--sessions-dir", metavar="PATH")
     inspect.add_argument("--json", action="store_true")
     return p
-
-
-def json_arg(flag: str, text: str | None, *, obj: bool) -> Any:
-    """Parse --inputs / --context, naming the flag in the error."""
-    if text is None:
-        return None
-    try:
-        value = json.loads(text)
-    except ValueError as exc:
-        raise UsageProblem(f"{flag} is not valid JSON: {exc}") from None
-    if obj and not isinstance(value, dict):
-        raise UsageProblem(f"{flag} must be a JSON object, got {type(value).__name__}")
-    return value
 
 
 def check_task(args: argparse.Namespace, out: Output) -> int:
@@ -81,10 +66,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
 
     inputs = json_arg("--inputs", args.inputs, obj=True)
     context = json_arg("--context", args.context, obj=False)
-    if args.max_steps < 1:
-        raise UsageProblem("--max-steps must be at least 1")
-    if not args.timeout > 0:
-        raise UsageProblem("--timeout must be a positive number of seconds")
+    check_limits(args)
     if not os.environ.get("TYPESAFE_API_KEY", "").strip():
         raise UsageProblem("not set: TYPESAFE_API_KEY (Jev decides each tool and parameter)")
     session = open_session(

@@ -30,8 +30,7 @@ from jev_harness.web.urls import (
     OriginPolicy,
     Resolver,
     canonical_url,
-    normalize_origins,
-    origin_of,
+    entry_and_origins,
     resolve,
     split_origin,
 )
@@ -82,16 +81,7 @@ class HttpProvider:
         deadline_s: float = 60.0,
         resolver: Resolver = resolve,
     ) -> None:
-        entry = canonical_url(url)
-        try:
-            entry_origin = origin_of(entry)
-        except WebError as exc:
-            raise ValueError(f"bad entry url {url!r}: {exc.message}") from None
-        origins = normalize_origins(allowed_origins or [entry_origin])
-        if entry_origin not in origins:
-            raise ValueError(
-                f"entry url {entry} is not on an allowed origin ({', '.join(origins)})"
-            )
+        entry, origins = entry_and_origins(url, allowed_origins)
         if max_bytes <= 0:
             raise ValueError("max_bytes must be positive")
         self.url = entry

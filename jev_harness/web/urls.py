@@ -72,6 +72,22 @@ def normalize_origins(origins: str | Iterable[str]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def entry_and_origins(
+    url: str, allowed_origins: str | Iterable[str] | None
+) -> tuple[str, tuple[str, ...]]:
+    """A provider's entry URL (canonical) and its allowed origins (default: the entry's own);
+    ValueError naming the problem when the entry is unusable or on no allowed origin."""
+    entry = canonical_url(url)
+    try:
+        entry_origin = origin_of(entry)
+    except WebError as exc:
+        raise ValueError(f"bad entry url {url!r}: {exc.message}") from None
+    origins = normalize_origins(allowed_origins or [entry_origin])
+    if entry_origin not in origins:
+        raise ValueError(f"entry url {entry} is not on an allowed origin ({', '.join(origins)})")
+    return entry, origins
+
+
 def canonical_url(url: str) -> str:
     """One spelling per page: no #fragment (never sent), scheme and host lower-case, no default
     port, `/` for an empty path. Anything unparsable is returned without its fragment only."""
