@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from kernel.supervision.supervisor import Cancelled, Worker, WorkerDied, WorkerFailed
-from kernel.supervision.wire import HUNG_S
+from kernel.supervision.restart import HUNG_S
 from protocol.messages import ListTools, Progress, RunTool, ToolList, ToolResult
 from tests.support.workers import close_within, fake_worker, live_with, pid_running, wait_until
 
@@ -122,7 +122,8 @@ def test_sigkill_takes_the_setsid_grandchild_along(workers: list[Worker], short_
     caller.start()
     (sleeper,) = wait_until(lambda: live_with(f"sleep {marker}"), 10, "the spawned sleep")
     assert os.getsid(sleeper.pid) != os.getsid(worker.pid or 0)  # it left the worker's session
-    time.sleep(0.3)  # let one busy heartbeat record it: the normal case, not the env-token net
+    # A busy heartbeat records it: the normal case, not the env-token net.
+    wait_until(lambda: worker.recorded(sleeper.pid), 10, "the sleep's record")
     killed_at = time.monotonic()
     os.kill(worker.pid or 0, signal.SIGKILL)
     caller.join(5)

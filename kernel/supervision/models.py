@@ -1,8 +1,10 @@
 """The kernel's side of the two model workers: Jev (router) and Flash (generator).
 
-Each call writes `model_started` before the request leaves, emits transient `model_progress`
-(character counts only) while it streams, and writes `usage` when it returns. Failures come
-back as `WorkerFailed` / `WorkerDied` / `Cancelled` and are recorded by the agent.
+Each request writes `model_started` before it leaves, emits transient `model_progress`
+(character counts only) while it streams, and writes `usage` when it returns. A dead worker is
+replaced, and a request lost to one is sent once more (restart.py: model calls have no side
+effect), so a lost request leaves a `model_started` without `usage`. Failures come back as
+`WorkerFailed` / `WorkerDied` / `Cancelled` and are recorded by the agent.
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ from __future__ import annotations
 import itertools
 import shutil
 import threading
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernel.config.settings import MODEL_KEYS
 from kernel.supervision import jev_answer
-from kernel.supervision.supervisor import WorkerFailed
+from kernel.supervision.failures import WorkerFailed
+from kernel.supervision.restart import MODEL_READY_S, WorkerSlot
 from protocol.events import ModelProgressData, ModelStartedData, Stage, UsageData
 from protocol.messages import (
     Generate,
@@ -32,8 +36,6 @@ if TYPE_CHECKING:
     from kernel.config.settings import Settings
     from kernel.store.session import Session
     from kernel.supervision.supervisor import Worker
-
-READY_TIMEOUT_S = 30.0
 
 
 def worker_env(extra: dict[str, str], drop: tuple[str, ...] = ()) -> dict[str, str | None]:
@@ -52,49 +54,38 @@ class Models:
         session.redactor.add(*settings.secrets)
         self._ids = itertools.count(1)
         self._runtime: Path | None = None
-        self._router: Worker | None = None
-        self._generator: Worker | None = None
+        self._slots: dict[str, WorkerSlot] = {}
 
     def start(self) -> None:
-        """Spawn both workers now (non-blocking); a missing key is a ConfigError here."""
-        if self._router is not None:
-            return
-        from kernel.supervision.supervisor import make_runtime_dir
+        """Spawn both workers now (non-blocking), or replace either that died; a missing key is
+        a ConfigError here."""
+        if not self._slots:
+            from kernel.supervision.supervisor import make_runtime_dir
 
-        self.settings.require_keys()
-        self._runtime = make_runtime_dir()
-        self._router = self._spawn("router")
-        self._generator = self._spawn("generator")
+            self.settings.require_keys()
+            self._runtime = make_runtime_dir()
+            for kind in ("router", "generator"):
+                self._slots[kind] = WorkerSlot(kind, partial(self._new, kind), MODEL_READY_S)
+        for slot in self._slots.values():
+            slot.start()
 
-    def _spawn(self, kind: str) -> Worker:
-        """A fresh worker of `kind`, started; only its own key is in its environment."""
+    def _new(self, kind: str) -> Worker:
+        """A fresh worker of `kind`, not started; only its own key is in its environment."""
         from kernel.supervision.supervisor import Worker
 
         assert self._runtime is not None
         own = self.settings.router_env() if kind == "router" else self.settings.generator_env()
-        worker = Worker(
+        return Worker(
             kind,
             self._runtime,
             env=worker_env(own, MODEL_KEYS),
             redact=self.session.redactor.text,  # nothing a worker prints may carry a key
         )
-        worker.start()
-        return worker
 
-    def _worker(self, kind: str) -> Worker:
-        """The live worker of `kind`; one that died (e.g. in an earlier request) is replaced."""
-        self.start()
-        worker = self._router if kind == "router" else self._generator
-        assert worker is not None
-        if worker.exited:  # checked now: a worker killed between runs is replaced, not used
-            worker.close()  # kills what is left of its tree
-            worker = self._spawn(kind)
-            if kind == "router":
-                self._router = worker
-            else:
-                self._generator = worker
-        worker.wait_ready(READY_TIMEOUT_S)
-        return worker
+    def _slot(self, kind: str) -> WorkerSlot:
+        if not self._slots:
+            self.start()
+        return self._slots[kind]
 
     def _next_id(self, stage: str) -> str:
         return f"{stage}-{next(self._ids)}"
@@ -122,8 +113,6 @@ class Models:
         cancel: threading.Event | None = None,
     ) -> Routed:
         """One Jev `choice` request; labels are exactly the keys of `options`."""
-        worker = self._worker("router")
-        self._started(question, self.settings.jev_model, "typesafe")
         msg = Route(
             id=self._next_id(question),
             question=question,
@@ -131,7 +120,12 @@ class Models:
             options=options,
             state=state,
         )
-        reply = worker.request(msg, cancel=cancel)
+        reply = self._slot("router").request(
+            msg,
+            resend=True,
+            before=lambda: self._started(question, self.settings.jev_model, "typesafe"),
+            cancel=cancel,
+        )
         assert isinstance(reply, Routed)
         self._usage(question, reply.usage)
         bad = jev_answer.problem(list(options), reply.choice, reply.confidence, reply.probabilities)
@@ -147,9 +141,7 @@ class Models:
         cancel: threading.Event | None = None,
     ) -> Generated:
         """One streamed Flash request: forced `selected_action` arguments, or prose."""
-        worker = self._worker("generator")
         model = self.settings.flash_model
-        self._started(stage, model, "openai-compatible")
 
         def progress(p: Progress) -> None:
             self.session.emit(ModelProgressData(stage=stage, characters=p.characters, model=model))
@@ -163,7 +155,13 @@ class Models:
             tool_schema=dict(tool.parameters) if tool else None,
         )
         try:
-            reply = worker.request(msg, on_progress=progress, cancel=cancel)
+            reply = self._slot("generator").request(
+                msg,
+                resend=True,
+                before=lambda: self._started(stage, model, "openai-compatible"),
+                cancel=cancel,
+                on_progress=progress,
+            )
         except WorkerFailed as exc:
             if exc.usage is not None:  # it answered, unusably: the tokens were still spent
                 self._usage(stage, exc.usage)
@@ -174,10 +172,9 @@ class Models:
 
     def close(self) -> None:
         """Stop both workers and their trees; idempotent."""
-        for worker in (self._router, self._generator):
-            if worker is not None:
-                worker.close()
-        self._router = self._generator = None
+        for slot in self._slots.values():
+            slot.close()
+        self._slots = {}
         if self._runtime is not None:
             shutil.rmtree(self._runtime, ignore_errors=True)
             self._runtime = None

@@ -24,10 +24,9 @@ from typing import IO
 
 import msgspec
 
+from kernel.supervision.restart import POOL_CONNECT_S, POOL_EXIT_STATUS_S
 from protocol import pool as P
 
-CONNECT_TIMEOUT_S = 3.0  # connect + Spawned; a wedged pool is not worth a longer wait
-EXIT_STATUS_WAIT_S = 2.0
 _notes: set[str] = set()
 _note_lock = threading.Lock()
 _fingerprint: str | None = None
@@ -92,7 +91,7 @@ class WarmProc:
         return code
 
     def _status(self) -> int | None:
-        self.conn.settimeout(EXIT_STATUS_WAIT_S)
+        self.conn.settimeout(POOL_EXIT_STATUS_S)
         try:
             while True:
                 msg = read_frame(self.conn)
@@ -124,7 +123,7 @@ def spawn(
     fds = [out_fd, err_fd] if in_fd is None else [out_fd, err_fd, in_fd]
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.settimeout(CONNECT_TIMEOUT_S)
+        sock.settimeout(POOL_CONNECT_S)
         sock.connect(str(directory() / "pool.sock"))
         if not _same_user(sock):
             raise PermissionError("the pool socket belongs to another user")
@@ -225,7 +224,7 @@ def start(replace: bool = False) -> None:
 def stop() -> None:
     """Ask the pool to exit (best effort)."""
     with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(CONNECT_TIMEOUT_S)
+        sock.settimeout(POOL_CONNECT_S)
         sock.connect(str(directory() / "pool.sock"))
         if _same_user(sock):
             sock.sendall(P.encode(P.Stop()))

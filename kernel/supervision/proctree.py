@@ -14,6 +14,7 @@ import signal
 
 import psutil
 
+from kernel.supervision.restart import TREE_WAIT_S
 from protocol.spawn import TOKEN_ENV
 
 
@@ -64,7 +65,7 @@ class TreeRecord:
                 with contextlib.suppress(psutil.Error):
                     proc.kill()
                     killed += 1
-            psutil.wait_procs(procs, timeout=1.0)
+            psutil.wait_procs(procs, timeout=TREE_WAIT_S)
         return killed
 
 

@@ -11,7 +11,6 @@ import contextlib
 import ctypes
 import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -20,58 +19,24 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernel.errors import JmpError
+from kernel.supervision.failures import Cancelled, WorkerDied, WorkerFailed
+from kernel.supervision.restart import (
+    CANCEL_GRACE_S,
+    KILL_LANDING_S,
+    READY_DEFAULT_S,
+    SHUTDOWN_GRACE_S,
+)
 from kernel.supervision.runtime import make_runtime_dir
 from kernel.supervision.waits import waiting
 from kernel.supervision.wire import Death, WireThread
-from protocol.messages import Cancel, Failed, ModelUsage, Progress, Ready, Shutdown
+from protocol.messages import Cancel, Failed, Progress, Ready, Shutdown
 from protocol.secrets import KERNEL_ONLY_VARIABLES, KEY_VARIABLES
 from protocol.spawn import TOKEN_ENV
 
 log = logging.getLogger("jmp.supervisor")
 ROOT = Path(__file__).resolve().parents[2]
-CANCEL_GRACE_S = 2.0  # a cancelled request gets this long to answer before the kill
-SHUTDOWN_GRACE_S = 1.0
 IPC_PATH_MAX = 107  # sun_path is 108 bytes including the NUL
 _PR_SET_DUMPABLE = 4
-
-
-class WorkerDied(JmpError):
-    """The worker process is gone (or was killed for hanging); its tree is gone too."""
-
-    def __init__(
-        self, kind: str, pid: int, exit_code: int | None, signal: int | None, reason: str = ""
-    ) -> None:
-        self.kind, self.pid, self.signal = kind, pid, signal
-        self.worker_exit_code = exit_code  # the worker's status (exit_code is jmp's own: 2)
-        self.reason = reason
-        if signal is not None:
-            how = f"was killed by {_signame(signal)}"
-        else:
-            how = f"exited with status {exit_code}"
-        super().__init__(f"{kind} worker (pid {pid}) {how}" + (f" ({reason})" if reason else ""))
-
-
-class WorkerFailed(JmpError):
-    """The worker understood the request and refused or failed it."""
-
-    def __init__(
-        self, code: str, detail: str, error_class: str = "", usage: ModelUsage | None = None
-    ) -> None:
-        self.code, self.detail, self.error_class = code, detail, error_class
-        self.usage = usage  # the model call's usage, when it answered unusably
-        super().__init__(f"{code}: {detail}")
-
-
-class Cancelled(JmpError):
-    """The request was cancelled and the worker confirmed it stopped."""
-
-
-def _signame(sig: int) -> str:
-    try:
-        return signal.Signals(sig).name
-    except ValueError:
-        return f"signal {sig}"
 
 
 def forbid_inspection() -> None:
@@ -157,7 +122,12 @@ class Worker:
         IO_TICK_MS): a model request must not be handed to a dead worker."""
         return self._wire is None or self._wire.exited() or self._closed
 
-    def wait_ready(self, timeout_s: float = 120.0) -> Ready:
+    def recorded(self, pid: int) -> bool:
+        """Has the I/O thread recorded `pid` among the worker's descendants (killed with it)?"""
+        tree = self._wire.tree if self._wire is not None else None
+        return tree is not None and pid in tree.seen
+
+    def wait_ready(self, timeout_s: float = READY_DEFAULT_S) -> Ready:
         """Block until the worker's Ready; raises WorkerDied, or WorkerFailed on a bad handshake."""
         wire = self._require()
         if self.ready is not None:
@@ -251,7 +221,7 @@ class Worker:
                 raise Cancelled(f"{self.kind} request {ident} cancelled")
             return _unwrap(msg)
         wire.kill(f"did not stop within {CANCEL_GRACE_S:g} s after {why}")
-        self._next(wire, time.monotonic() + 5.0)  # raises WorkerDied once the kill lands
+        self._next(wire, time.monotonic() + KILL_LANDING_S)  # raises WorkerDied when it lands
         raise AssertionError("unreachable: the worker was killed")
 
     def _next(self, wire: WireThread, deadline: float | None) -> Any:

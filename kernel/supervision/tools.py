@@ -1,7 +1,9 @@
 """The kernel's handle on the tool worker: specs, validation and calls, over the supervisor.
 
 The worker is spawned by `start()` without waiting, so OpenHands imports while models run.
-A death surfaces as `WorkerDied` (its whole tree already gone); `restart()` brings a fresh one.
+Replacement follows restart.py: a worker that died idle is replaced before the next request;
+`ListTools` and `Validate` (no effect) lost to a death go once more to a fresh worker; a death
+during `RunTool` surfaces as `WorkerDied` (its whole tree already gone) and is never re-sent.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any, Protocol
 
 from kernel.config.settings import MODEL_KEYS, bash_limits
 from kernel.store.redact import Redactor, environment_secrets
+from kernel.supervision.restart import TOOL_BACKSTOP_S, TOOL_READY_S, WorkerSlot
 from kernel.supervision.supervisor import Worker, make_runtime_dir
 from protocol.messages import (
     ListTools,
@@ -25,8 +28,6 @@ from protocol.messages import (
     Validate,
     Validated,
 )
-
-READY_TIMEOUT_S = 120.0  # a cold OpenHands import on a busy machine
 
 
 class Servers(Protocol):
@@ -50,36 +51,36 @@ class Tools:
         self.sessions_dir = Path(sessions_dir or self.terminal_dir.parent.parent)
         self.servers = servers
         self.failed_servers: dict[str, str] = {}
-        self._worker: Worker | None = None
         self._runtime_dir: Path | None = None
         self._specs: list[ToolSpec] | None = None
-        self._lock = threading.Lock()
+        self._slot = WorkerSlot("tool", self._new, TOOL_READY_S, on_replace=self._forget_specs)
         # What the worker and its MCP servers print passes this; the Agent hands over the
         # session's redactor (every key and MCP secret). Alone, Tools knows the environment's.
         self.redactor: Redactor | None = None
 
     def start(self) -> None:
         """Spawn the tool worker now and return at once; idempotent while it lives, and a
-        worker that died (its call already recorded as uncertain) is replaced."""
-        if self._worker is not None and not self._worker.alive:
-            self._stop_worker()  # kills what is left of its tree
-        with self._lock:
-            if self._worker is not None:
-                return
-            if self._runtime_dir is None:
-                self._runtime_dir = make_runtime_dir()
-            config = self._config()
-            argv = self._argv() + (["--mcp-config-stdin"] if config else [])
-            worker = Worker(
-                "tool",
-                self._runtime_dir,
-                env=dict.fromkeys(MODEL_KEYS),
-                argv=argv,
-                redact=self._redact,
-                stdin_data=config,
-            )
-            worker.start()
-            self._worker = worker
+        worker that died (idle, or its call already recorded as uncertain) is replaced."""
+        self._slot.start()
+
+    def _new(self) -> Worker:
+        """A fresh tool worker, not started; MCP secrets reach it on stdin, never its env."""
+        if self._runtime_dir is None:
+            self._runtime_dir = make_runtime_dir()
+        config = self._config()
+        argv = self._argv() + (["--mcp-config-stdin"] if config else [])
+        return Worker(
+            "tool",
+            self._runtime_dir,
+            env=dict.fromkeys(MODEL_KEYS),
+            argv=argv,
+            redact=self._redact,
+            stdin_data=config,
+        )
+
+    def _forget_specs(self) -> None:
+        """A fresh worker lists its tools anew (its MCP servers may come up differently)."""
+        self._specs = None
 
     def _redact(self, text: str) -> str:
         """Every known secret (keys, MCP secrets, token formats) out of what the worker and its
@@ -111,24 +112,21 @@ class Tools:
 
     @property
     def worker(self) -> Worker:
-        """The running worker (started on first use)."""
-        if self._worker is None:
-            self.start()
-        assert self._worker is not None
-        return self._worker
+        """The live worker (started on first use, replaced if it has exited)."""
+        return self._slot.start()
 
     def specs(self) -> list[ToolSpec]:
-        """Built-in and MCP tool specs (cached); waits for the worker to be ready."""
+        """Built-in and MCP tool specs (cached per worker); waits for the worker to be ready."""
         if self._specs is None:
-            self.worker.wait_ready(READY_TIMEOUT_S)
-            reply: ToolList = self.worker.request(ListTools(id=_new_id()))
+            reply: ToolList = self._slot.request(ListTools(id=_new_id()), resend=True)
             self.failed_servers = dict(reply.failed_servers)
             self._specs = list(reply.tools)
         return self._specs
 
     def validate(self, tool: str, args: dict[str, Any]) -> Validated:
         """Native-schema check with no effect; raises WorkerFailed(invalid_arguments, ...)."""
-        reply: Validated = self.worker.request(Validate(id=_new_id(), tool=tool, arguments=args))
+        msg = Validate(id=_new_id(), tool=tool, arguments=args)
+        reply: Validated = self._slot.request(msg, resend=True)
         return reply
 
     def run(
@@ -139,35 +137,21 @@ class Tools:
         cancel: threading.Event | None = None,
         timeout_s: float | None = None,
     ) -> ToolResult:
-        """Execute one call; a cancel interrupts it (ToolResult.interrupted) or kills the worker."""
+        """Execute one call; a cancel interrupts it (ToolResult.interrupted) or kills the worker.
+        A worker that died before the call is replaced first; one that dies during it raises
+        WorkerDied and the call is never sent again (its effect is unknown)."""
         msg = RunTool(id=call_id, tool=tool, arguments=args, timeout_s=timeout_s)
         # The shell honours timeout_s itself (exit_code -1); the supervisor's limit is a backstop.
-        backstop = None if timeout_s is None else timeout_s + 10.0
-        reply: ToolResult = self.worker.request(msg, cancel=cancel, timeout_s=backstop)
+        backstop = None if timeout_s is None else timeout_s + TOOL_BACKSTOP_S
+        reply: ToolResult = self._slot.request(msg, resend=False, cancel=cancel, timeout_s=backstop)
         return reply
-
-    @property
-    def alive(self) -> bool:
-        return self._worker is not None and self._worker.alive
-
-    def restart(self) -> None:
-        """Replace the worker (after a death): the old tree is killed, a fresh one spawned."""
-        self._stop_worker()
-        self._specs = None
-        self.start()
 
     def close(self) -> None:
         """Stop the worker and its whole tree; remove the runtime dir. Idempotent."""
-        self._stop_worker()
+        self._slot.close()
         if self._runtime_dir is not None:
             shutil.rmtree(self._runtime_dir, ignore_errors=True)
             self._runtime_dir = None
-
-    def _stop_worker(self) -> None:
-        with self._lock:
-            worker, self._worker = self._worker, None
-        if worker is not None:
-            worker.close()
 
 
 def _new_id() -> str:

@@ -20,17 +20,13 @@ from typing import Any
 import msgspec
 import zmq
 
+from kernel.supervision import restart as limits  # the one timeout table
 from kernel.supervision.proctree import TreeRecord
 from kernel.supervision.spawn import Proc, spawn_process
 from protocol.codec import UnsupportedVersion, decode_from_worker, encode_frame
-from protocol.messages import HEARTBEAT_MS, Failed, Heartbeat, Ready
+from protocol.messages import Failed, Heartbeat, Ready
 
 log = logging.getLogger("jmp.supervisor")
-IO_TICK_MS = 50  # how often the thread looks at the process when nothing arrives
-HUNG_S = 10.0  # a worker silent this long is wedged: kill it (5 s killed healthy workers
-# starved of CPU on a loaded 2-core machine; a worker that died is seen by its exit at once)
-STARTUP_GRACE_S = 30.0  # first message may wait for a cold interpreter on a loaded machine
-RECORD_IDLE_S = 1.0  # descendants are recorded on every busy heartbeat, else this often
 _MAX_BAD_LOGS = 5
 
 
@@ -64,6 +60,7 @@ class WireThread:
         self.outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self.death: Death | None = None
         self.pid: int | None = None
+        self.tree: TreeRecord | None = None  # the descendants recorded so far (read-only outside)
         self._died = threading.Event()
         self._spawned = threading.Event()
         self._spawn_error: BaseException | None = None
@@ -159,7 +156,7 @@ class WireThread:
         self.pid = proc.pid
         self._proc: Proc | None = proc
         self._spawned.set()
-        tree = TreeRecord(proc.pid, self.token)
+        tree = self.tree = TreeRecord(proc.pid, self.token)
         try:
             self._loop(sock, proc, tree)
         finally:
@@ -179,7 +176,7 @@ class WireThread:
         last_heard = last_record = next_beat = time.monotonic()
         heard_any = False
         while not self._stopping:
-            ready = dict(poller.poll(IO_TICK_MS))
+            ready = dict(poller.poll(limits.IO_TICK_MS))
             if self._wake_r in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_r, 4096)
@@ -187,19 +184,21 @@ class WireThread:
                 busy = self._receive(sock, proc.pid)
                 if busy is not None:
                     heard_any, last_heard = True, time.monotonic()
-                    if busy or time.monotonic() - last_record > RECORD_IDLE_S:
+                    if busy or time.monotonic() - last_record > limits.RECORD_IDLE_S:
                         tree.record()
                         last_record = time.monotonic()
             self._send_posted(sock, pending)
             now = time.monotonic()
             if now >= next_beat and self._identity is not None:
                 sock.send_multipart([self._identity, encode_frame(Heartbeat(pid=os.getpid()))])
-                next_beat = now + HEARTBEAT_MS / 1000
+                next_beat = now + limits.HEARTBEAT_MS / 1000
             if proc.exited():
                 self._bury(proc, tree, "")
                 return
             silent = now - last_heard
-            if self._kill_reason is None and silent > (HUNG_S if heard_any else STARTUP_GRACE_S):
+            if self._kill_reason is None and silent > (
+                limits.HUNG_S if heard_any else limits.STARTUP_GRACE_S
+            ):
                 self._kill_reason = f"no heartbeat for {silent:.1f} s"
             if self._kill_reason is not None:
                 self._bury(proc, tree, self._kill_reason)
