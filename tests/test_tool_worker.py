@@ -171,20 +171,22 @@ def test_timeout_gives_an_unfinished_exit_code(shared: Tools) -> None:
 @pytest.mark.slow  # asserts a wall-clock bound
 def test_killed_worker_takes_its_shell_along(tmp_path: Path) -> None:
     tools = _tools(tmp_path)
+    command = f"sleep 30.{uuid.uuid4().int % 10**6:06d}"  # ours alone, on a shared machine
     try:
         tools.specs()
         pid = tools.worker.pid or 0
-        outcome: list[BaseException] = []
-        runner = threading.Thread(target=_run_catching, args=(tools, "sleep 30.123", outcome))
+        outcome: list[object] = []
+        runner = threading.Thread(target=_run_catching, args=(tools, command, outcome))
         runner.start()
-        wait_until(lambda: live_with("sleep 30.123"), 20, "the sleep command")
+        wait_until(lambda: live_with(command), 20, "the sleep command")
         killed_at = time.monotonic()
         os.kill(pid, signal.SIGKILL)
         runner.join(5)
         assert time.monotonic() - killed_at < 2.0
-        assert isinstance(outcome[0], WorkerDied) and outcome[0].signal == signal.SIGKILL
-        assert "tool worker" in str(outcome[0]) and "SIGKILL" in str(outcome[0])
-        assert live_with("sleep 30.123") == []
+        died = outcome[0]
+        assert isinstance(died, WorkerDied) and died.signal == signal.SIGKILL, died
+        assert "tool worker" in str(died) and "SIGKILL" in str(died)
+        assert live_with(command) == []
         # No restart call: the dead worker is replaced before the next call (restart.py).
         assert call(tools, "bash", command="echo reborn").text.startswith("reborn")
         assert tools.worker.pid != pid
@@ -193,9 +195,9 @@ def test_killed_worker_takes_its_shell_along(tmp_path: Path) -> None:
     assert not pid_running(pid)
 
 
-def _run_catching(tools: Tools, command: str, outcome: list[BaseException]) -> None:
+def _run_catching(tools: Tools, command: str, outcome: list[object]) -> None:
     try:
-        tools.run(uuid.uuid4().hex, "bash", {"command": command})
+        outcome.append(tools.run(uuid.uuid4().hex, "bash", {"command": command}))
     except BaseException as exc:
         outcome.append(exc)
 
