@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from kernel.supervision.supervisor import Cancelled, Worker, WorkerDied, WorkerFailed
 from kernel.supervision.restart import HUNG_S
+from kernel.supervision.supervisor import Cancelled, Worker, WorkerDied, WorkerFailed
 from protocol.messages import ListTools, Progress, RunTool, ToolList, ToolResult
 from tests.support.workers import close_within, fake_worker, live_with, pid_running, wait_until
 
