@@ -145,11 +145,11 @@ def _run_args(tools: Tools, tool: str, args: dict[str, object]) -> object:
 @pytest.mark.slow  # asserts a wall-clock bound
 def test_cancel_interrupts_a_running_command(shared: Tools) -> None:
     marker = f"{time.time() % 100:.3f}"
-    cancel = threading.Event()
-    threading.Thread(target=_cancel_when_running, args=(f"sleep 3{marker}", cancel)).start()
-    began = time.monotonic()
-    result = shared.run(uuid.uuid4().hex, "bash", {"command": f"sleep 3{marker}"}, cancel=cancel)
-    assert time.monotonic() - began < 10
+    cancel, cancelled_at = threading.Event(), []
+    needle = f"sleep 3{marker}"
+    threading.Thread(target=_cancel_when_running, args=(needle, cancel, cancelled_at)).start()
+    result = shared.run(uuid.uuid4().hex, "bash", {"command": needle}, cancel=cancel)
+    assert time.monotonic() - cancelled_at[0] < 10  # honoured soon after the cancel
     assert result.interrupted and result.status == "error"
     # unfinished, whatever the shell said after C-c (130) or the SIGKILL that followed (137)
     assert result.exit_code == -1 and result.reason == "cancelled"
@@ -157,8 +157,9 @@ def test_cancel_interrupts_a_running_command(shared: Tools) -> None:
     assert call(shared, "bash", command="echo still-here").text.startswith("still-here")
 
 
-def _cancel_when_running(needle: str, cancel: threading.Event) -> None:
-    wait_until(lambda: live_with(needle), 20, needle)
+def _cancel_when_running(needle: str, cancel: threading.Event, at: list[float]) -> None:
+    wait_until(lambda: live_with(needle), 90, needle)  # a cold worker on a loaded machine
+    at.append(time.monotonic())
     cancel.set()
 
 
