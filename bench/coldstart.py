@@ -7,10 +7,17 @@ ready before the first run and killed at the end. Runs alternate cold/warm (the 
 shared); the table gives medians beside a bare `python -c pass` and the import of the OpenHands
 executors. Goals (issue 11): warm first request <= 5x the bare interpreter; warm first effect
 <= 0.1x the executor import.
+
+    python -m bench.coldstart [--runs N] [--modes cold,warm] [--old ROOT] [--before ROOT]
+
+`--old ROOT` adds a cold column for another checkout (e.g. `git worktree add /tmp/old 75c1a98`),
+its launches interleaved with ours, so "cold no slower than before" is a ratio from one run;
+`--before ROOT` adds that checkout's cold and warm columns (its own pool), for before/after.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 import signal
@@ -41,12 +48,15 @@ def _timed(argv: list[str], env: dict[str, str] | None = None) -> float:
     return time.time() - start
 
 
-def _one(tmp: Path, jev: JevServer, flash: FlashServer, env: dict[str, str]) -> dict[str, float]:
-    """One launch: seconds from launch to the first Jev request, the effect, the exit."""
+def _one(
+    tmp: Path, jev: JevServer, flash: FlashServer, env: dict[str, str], root: Path = ROOT
+) -> dict[str, float]:
+    """One launch of `root`'s main.py: seconds to the first Jev request, the effect, the exit."""
     jmp = Cli(tmp, jev, flash)
     jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
     flash.queue([{"tool_call": {"arguments": {"command": "date +%s.%N > t.txt"}}}])
     flash.queue([{"text": "done"}])
+    task = ["--workspace", str(jmp.workspace), "stamp the time"]
     first: list[float] = []
     recorder = jev.state.recorder
     original = recorder.add
@@ -59,11 +69,11 @@ def _one(tmp: Path, jev: JevServer, flash: FlashServer, env: dict[str, str]) -> 
     try:
         start = time.time()
         proc = subprocess.run(
-            jmp.argv("--workspace", str(jmp.workspace), "stamp the time"),
+            [sys.executable, str(root / "main.py"), "--json", *task],
             env=jmp.env() | env,
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=900,  # a cold launch on a loaded 2-core machine
         )
         end = time.time()
     finally:
@@ -75,62 +85,110 @@ def _one(tmp: Path, jev: JevServer, flash: FlashServer, env: dict[str, str]) -> 
     return {"jev": first[0] - start, "effect": effect - start, "exit": end - start}
 
 
-def run() -> str:
+def run(
+    runs: int = RUNS,
+    modes: tuple[str, ...] = ("cold", "warm"),
+    old: Path | None = None,
+    before: Path | None = None,
+) -> str:
+    """`modes` of this checkout; `old`: cold launches of another checkout; `before`: cold and
+    warm launches (with its own pool) of another checkout. All interleaved, run by run."""
     bare = statistics.median(_timed([sys.executable, "-c", "pass"]) for _ in range(5))
     imports = statistics.median(
         _timed([sys.executable, "-c", IMPORT], env=os.environ | {"LOG_LEVEL": "WARNING"})
         for _ in range(2)
     )
-    pool_dir = Path(tempfile.mkdtemp(prefix="jwb", dir="/tmp"))
-    pool = PoolProc(pool_dir, preload="all", ready_s=600)
-    results: dict[str, list[dict[str, float]]] = {"cold": [], "warm": []}
+    roots = {"cold": ROOT, "warm": ROOT, "old": old, "before cold": before, "before warm": before}
+    columns = [
+        *modes,
+        *(["old"] if old else []),
+        *(["before cold", "before warm"] if before else []),
+    ]
+    columns = [c for c in columns if c.endswith("warm") or "cold" in modes or c != "before cold"]
+    dirs = {
+        c: Path(tempfile.mkdtemp(prefix="jwb", dir="/tmp")) for c in columns if c.endswith("warm")
+    }
+    pools = [
+        PoolProc(d, preload="all", root=roots[c] or ROOT, ready_s=600) for c, d in dirs.items()
+    ]
+    results: dict[str, list[dict[str, float]]] = {mode: [] for mode in columns}
     try:
         with JevServer() as jev, FlashServer() as flash:
-            for _ in range(RUNS):
-                for mode in ("cold", "warm"):
+            for _ in range(runs):
+                for mode in columns:
                     tmp = Path(tempfile.mkdtemp(prefix="jb", dir="/tmp"))
-                    env = {
-                        "JMP_WARM": "0" if mode == "cold" else "1",
-                        "JMP_WARM_DIR": str(pool_dir),
-                    }
+                    warm = mode.endswith("warm")
+                    env = {"JMP_WARM": "1" if warm else "0"}
+                    env["JMP_WARM_DIR"] = str(dirs[mode]) if warm else "/nonexistent"
                     try:
-                        results[mode].append(_one(tmp, jev, flash, env))
+                        results[mode].append(_one(tmp, jev, flash, env, roots[mode] or ROOT))
                     finally:
                         shutil.rmtree(tmp, ignore_errors=True)
     finally:
-        pool.kill()
-        for pid in pool_pids(pool_dir):  # one a kernel may have started after a failed connect
-            os.kill(pid, signal.SIGKILL)
-        shutil.rmtree(pool_dir, ignore_errors=True)
-    return _table(results, bare, imports)
+        for pool in pools:
+            pool.kill()
+        for pool_dir in dirs.values():
+            for pid in pool_pids(pool_dir):  # one a kernel started after a failed connect
+                os.kill(pid, signal.SIGKILL)
+            shutil.rmtree(pool_dir, ignore_errors=True)
+    return _table(results, bare, imports, runs)
 
 
-def _table(results: dict[str, list[dict[str, float]]], bare: float, imports: float) -> str:
+def _table(
+    results: dict[str, list[dict[str, float]]], bare: float, imports: float, runs: int
+) -> str:
     def med(mode: str, key: str) -> float:
         return statistics.median(r[key] for r in results[mode])
 
+    names = {"cold": "cold (JMP_WARM=0)", "warm": "warm pool", "old": "cold, --old checkout"}
+    names |= {"before cold": "cold, --before checkout", "before warm": "warm, --before checkout"}
+    modes = list(results)
     rows = [
         ("first Jev request reaches the server", "jev"),
         ("the command's effect (its own clock)", "effect"),
         ("process exit", "exit"),
     ]
     lines = [
-        f"one-step `jmp --json` task, loopback servers, median of {RUNS} launches (seconds)",
+        f"one-step `jmp --json` task, loopback servers, median of {runs} launches (seconds;"
+        " in brackets: x `python -c pass` / x the executor import)",
         "",
-        "| from launch | cold (JMP_WARM=0) | warm pool |",
-        "|---|---|---|",
+        "| from launch | " + " | ".join(names[m] for m in modes) + " |",
+        "|---|" + "---|" * len(modes),
     ]
-    lines += [f"| {label} | {med('cold', k):.3f} | {med('warm', k):.3f} |" for label, k in rows]
+    for label, k in rows:
+        cells = [
+            f"{med(m, k):.3f} ({med(m, k) / bare:.1f}x / {med(m, k) / imports:.3f}x)" for m in modes
+        ]
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += [
-        f"| for scale: `python -c pass` | {bare:.3f} | |",
-        f"| for scale: importing the OpenHands executors | {imports:.3f} | |",
+        f"| for scale: `python -c pass` | {bare:.3f} |" + " |" * (len(modes) - 1),
+        f"| for scale: importing the OpenHands executors | {imports:.3f} |"
+        + " |" * (len(modes) - 1),
         "",
-        f"warm first request / bare interpreter: {med('warm', 'jev') / bare:.1f}x (goal <= 5x)",
-        f"warm first effect / executor import: {med('warm', 'effect') / imports:.3f}x"
-        " (goal <= 0.1x)",
     ]
+    if "warm" in results:
+        lines += [
+            f"warm first request / bare interpreter: {med('warm', 'jev') / bare:.1f}x (goal <= 5x)",
+            f"warm first effect / executor import: {med('warm', 'effect') / imports:.3f}x"
+            " (goal <= 0.1x)",
+        ]
+    if "cold" in results and "old" in results:
+        ratios = ", ".join(f"{k} {med('cold', k) / med('old', k):.2f}x" for _, k in rows)
+        lines.append(f"cold now / cold --old checkout: {ratios} (goal: no slower)")
     return "\n".join(lines)
 
 
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.coldstart")
+    parser.add_argument("--runs", type=int, default=RUNS)
+    parser.add_argument("--modes", default="cold,warm", help="cold, warm or both (comma)")
+    parser.add_argument("--old", type=Path, help="another checkout, run cold beside ours")
+    parser.add_argument("--before", type=Path, help="another checkout, run cold and warm")
+    args = parser.parse_args(argv)
+    modes = tuple(m for m in args.modes.split(",") if m)
+    old, before = (p.resolve() if p else None for p in (args.old, args.before))
+    print(run(args.runs, modes, old, before))
+
+
 if __name__ == "__main__":
-    print(run())
+    main(sys.argv[1:])

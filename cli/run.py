@@ -86,9 +86,34 @@ def _note_nothing_pending(session: Any, printer: Any) -> None:
         )
 
 
+def _early_router(options: Any, settings: Any, printer: Any) -> Any:
+    """A run with a prompt always asks Jev first: its router is asked for before the kernel's
+    heavier imports and the session, so its start overlaps them (issue 11). None when this run
+    may need no model or lacks a key (the usual checks then report it, in the usual order)."""
+    if options.prompt is None or options.compact:
+        return None
+    if not (settings.typesafe_api_key and settings.flash_api_key):
+        return None
+    from kernel.supervision.models import start_router
+
+    # What it prints passes the printer's redactor, which becomes the session's once it opens.
+    return start_router(settings, lambda text: printer.redactor.text(text))
+
+
 def run(options: Any, printer: Any) -> int:
     """Drive the agent for one invocation; exit 0 for completed/compacted, else 2."""
     from kernel.config.settings import Settings
+
+    settings = Settings.environment()
+    router = _early_router(options, settings, printer)
+    try:
+        return _drive(options, printer, settings, router)
+    finally:
+        if router is not None:
+            router.close()  # a no-op once the Models that adopted it closed it
+
+
+def _drive(options: Any, printer: Any, settings: Any, router: Any) -> int:
     from kernel.loop.agent import Agent
     from kernel.loop.prompts import instructions
     from kernel.supervision.models import Models
@@ -96,7 +121,6 @@ def run(options: Any, printer: Any) -> int:
     from kernel.supervision.tools import Tools
 
     clean_stale_runtime_dirs()  # a killed kernel's sockets under /tmp (issue 9, item 19)
-    settings = Settings.environment()
     session, servers = _open(options, printer, settings)
     # One redactor for every stream: the printer's (the environment's keys) joins the session's.
     session.redactor.add(*printer.redactor.secrets)
@@ -112,7 +136,7 @@ def run(options: Any, printer: Any) -> int:
         getattr(printer, "worker_wait", lambda *_: None)
     )  # "starting tools…" in the live view
     try:
-        models = Models(session, settings)
+        models = Models(session, settings, router)
         tools = Tools(session.workspace, session.directory / "terminal", servers)
         agent = Agent(session, models, tools, instructions=instructions(), cancel=cancel)
         result = agent.run(

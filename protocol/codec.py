@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import msgspec
@@ -35,7 +36,16 @@ class _Peek(msgspec.Struct):
 
 _json_encoder = msgspec.json.Encoder()
 _raw_event_decoder = msgspec.json.Decoder(_RawEvent)
-_data_decoders = {kind: msgspec.json.Decoder(cls) for kind, cls in DATA_TYPES.items()}
+# Built on first use, per kind: a process reads only some kinds, and each decoder costs its
+# start time (issue 11: the kernel's start counts against a bare interpreter's).
+_data_decoders: dict[str, msgspec.json.Decoder[Any]] = {}
+
+
+def _data_decoder(kind: str) -> msgspec.json.Decoder[Any] | None:
+    decoder = _data_decoders.get(kind)
+    if decoder is None and kind in DATA_TYPES:
+        decoder = _data_decoders[kind] = msgspec.json.Decoder(DATA_TYPES[kind])
+    return decoder
 
 
 def make_event(session_id: str, seq: int | None, time: float | None, data: Data) -> Event:
@@ -62,7 +72,7 @@ def decode_event(line: bytes | str) -> Event:
             f"event record version {raw.version} is not supported (this build reads "
             f"version {EVENT_VERSION})"
         )
-    decoder = _data_decoders.get(raw.kind)
+    decoder = _data_decoder(raw.kind)
     try:
         data: Any = decoder.decode(raw.data) if decoder else msgspec.json.decode(raw.data)
     except msgspec.DecodeError as exc:
@@ -84,9 +94,25 @@ def to_builtins(obj: Any) -> Any:
 
 # --- wire frames -----------------------------------------------------------------
 
-# One union per direction: every worker kind speaks through the same frames.
-_to_worker_decoder = msgspec.msgpack.Decoder(Frame[ToWorker | HarnessToWorker])
-_from_worker_decoder = msgspec.msgpack.Decoder(Frame[FromWorker | HarnessFromWorker])
+
+# One union per direction: every worker kind speaks through the same frames. Each side builds
+# only the decoder it reads with, on first use.
+@functools.cache
+def _to_worker_decoder() -> msgspec.msgpack.Decoder[Frame[ToWorker | HarnessToWorker]]:
+    return msgspec.msgpack.Decoder(Frame[ToWorker | HarnessToWorker])
+
+
+@functools.cache
+def _from_worker_decoder() -> msgspec.msgpack.Decoder[Frame[FromWorker | HarnessFromWorker]]:
+    return msgspec.msgpack.Decoder(Frame[FromWorker | HarnessFromWorker])
+
+
+def preload() -> None:
+    """Build both frame decoders now: the warm pool does, so that its forks do not."""
+    _to_worker_decoder()
+    _from_worker_decoder()
+
+
 _peek_decoder = msgspec.msgpack.Decoder(_Peek)
 _msgpack_encoder = msgspec.msgpack.Encoder()
 
@@ -115,10 +141,10 @@ def _check_version(buf: bytes) -> None:
 def decode_to_worker(buf: bytes) -> ToWorker | HarnessToWorker:
     """Decode a kernel->worker frame. Raises DecodeError or UnsupportedVersion."""
     _check_version(buf)
-    return _to_worker_decoder.decode(buf).body
+    return _to_worker_decoder().decode(buf).body
 
 
 def decode_from_worker(buf: bytes) -> FromWorker | HarnessFromWorker:
     """Decode a worker->kernel frame. Raises DecodeError or UnsupportedVersion."""
     _check_version(buf)
-    return _from_worker_decoder.decode(buf).body
+    return _from_worker_decoder().decode(buf).body

@@ -15,7 +15,6 @@ directory's mtime (a pip install or upgrade changes it) and every .py file of ou
 
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 import sys
@@ -138,7 +137,11 @@ def decode(body: bytes) -> AnyPoolMsg:
 
 def code_fingerprint(root: Path = ROOT) -> str:
     """sha256 of the interpreter, the site directories and our packages' .py files (metadata)."""
-    h = hashlib.sha256()
+    try:  # CPython's own sha256: hashlib's import loads OpenSSL, a cost at every kernel start
+        from _sha2 import sha256
+    except ImportError:  # another interpreter
+        from hashlib import sha256
+    h = sha256()
     exe = os.path.realpath(sys.executable)
     h.update(f"{exe}\0{sys.version}\0{_stamp(exe)}\0".encode())
     for entry in sorted({p for p in sys.path if p.endswith(("site-packages", "dist-packages"))}):
@@ -150,7 +153,7 @@ def code_fingerprint(root: Path = ROOT) -> str:
                 if name.endswith(".py"):
                     path = os.path.join(dirpath, name)
                     h.update(f"{os.path.relpath(path, root)}\0{_stamp(path)}\0".encode())
-    return h.hexdigest()
+    return str(h.hexdigest())
 
 
 def _stamp(path: str) -> str:

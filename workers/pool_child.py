@@ -30,7 +30,7 @@ PRELOADS: dict[str, tuple[str, ...]] = {
         "workers.editor",
         "workers.mcp",
     ),
-    "router": ("typesafe_sdk", "workers.calls"),
+    "router": ("typesafe_sdk", "httpx2", "workers.calls", "workers.tls"),
     "generator": ("openai", "httpx", "workers.calls"),
     "harness": ("jev_harness", "jev_harness.check"),
 }
@@ -46,6 +46,9 @@ def preload(kinds: list[str]) -> list[str]:
     import). A kind that fails to import is skipped: its workers import it themselves.
     """
     import workers.base  # noqa: F401  (the loop every worker runs)
+    from protocol import codec
+
+    codec.preload()
 
     quiet = "LOG_LEVEL" not in os.environ
     if quiet:
@@ -59,6 +62,10 @@ def preload(kinds: list[str]) -> list[str]:
             print(f"{kind}: preload failed: {type(exc).__name__}: {exc}", file=sys.stderr)
             continue
         loaded.append(kind)
+    if "router" in loaded:
+        from workers import tls
+
+        tls.preload()  # the CA bundle, parsed once (0.1-0.5 s a router start)
     if quiet:
         os.environ.pop("LOG_LEVEL", None)
     return loaded

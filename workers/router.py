@@ -13,9 +13,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx2
 from typesafe_sdk import Choice, RetryPolicy, TypeSafeClient, TypeSafeError
 
 from protocol.messages import Failed, ModelUsage, Msg, Route, Routed
+from workers import tls
 from workers.calls import Cancelled, call_cancellable
 from workers.redact import redact
 
@@ -44,8 +46,16 @@ class JevSettings:
         )
 
 
+# The SDK's own connection limits (typesafe_sdk._core.config.DEFAULT_LIMITS), for a transport
+# built here around the pool's preloaded TLS context.
+LIMITS = httpx2.Limits(max_connections=100, max_keepalive_connections=100, keepalive_expiry=30.0)
+
+
 def build_client(settings: JevSettings) -> TypeSafeClient:
-    """The SDK client, once per worker. No zstd: plain JSON works with any compatible server."""
+    """The SDK client, once per worker. No zstd: plain JSON works with any compatible server.
+    A worker forked by the warm pool reuses the pool's parsed trust store (workers/tls.py)."""
+    context = tls.context()
+    transport = None if context is None else httpx2.HTTPTransport(verify=context, limits=LIMITS)
     return TypeSafeClient(
         api_key=settings.api_key,
         base_url=settings.base_url,
@@ -53,6 +63,7 @@ def build_client(settings: JevSettings) -> TypeSafeClient:
         retry=RetryPolicy(max_retries=MAX_RETRIES, timeout=RETRY_BUDGET_S),
         timeout=TIMEOUT_S,
         compression=False,
+        transport=transport,
     )
 
 

@@ -13,6 +13,7 @@ run's one `final` event. The lock and the workers are released by `close()`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from pathlib import Path
@@ -97,6 +98,7 @@ class Agent:
         self.view = ContextView(session, self.policy)
         self.step = ToolStep(session, models, tools, self.view, instructions, self.cancel)
         self.routing = Routing(session, models, self.view, self.step.mcp_specs, self.cancel)
+        self._tools_starting: threading.Thread | None = None
 
     # --- public ---------------------------------------------------------------------
 
@@ -130,8 +132,21 @@ class Agent:
         self._compact_if_long()
         return self._result(end.status, end.summary)
 
+    def _start_tools(self) -> None:
+        """`tools.start()` on a thread. Its first use takes the Tools lock, so waits for it; a
+        start that failed here is tried again there, which reports the failure."""
+
+        def start() -> None:
+            with contextlib.suppress(Exception):  # reported by the retry at first use
+                self.tools.start()
+
+        self._tools_starting = threading.Thread(target=start, daemon=True, name="tools-start")
+        self._tools_starting.start()
+
     def close(self) -> None:
         """Release workers and the session lock; safe to call twice, even if a worker resists."""
+        if self._tools_starting is not None:
+            self._tools_starting.join()  # else a worker started after close would outlive it
         try:
             for part in (self.models, self.tools):
                 try:
@@ -195,7 +210,10 @@ class Agent:
             self.session.append(UserData(text=prompt))
         if blocked:
             raise RunEnded("blocked", blocked)
-        self.tools.start()  # warm the tool worker (openhands import) while Jev routes
+        # The tool worker is asked for first (a cold OpenHands import, or a warm worker's shell
+        # setup, is the longest start: it overlaps the route), but on a thread, so its spawn
+        # stays off the path to the first route. The CLI has asked for the router already.
+        self._start_tools()
         self.models.start()
         listing, truncated = workspace_listing(self.session.workspace)
         self.session.append(

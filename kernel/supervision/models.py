@@ -33,6 +33,8 @@ from protocol.messages import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kernel.config.settings import Settings
     from kernel.store.session import Session
     from kernel.supervision.supervisor import Worker
@@ -45,42 +47,63 @@ def worker_env(extra: dict[str, str], drop: tuple[str, ...] = ()) -> dict[str, s
     return env
 
 
-class Models:
-    """Router and generator workers for one session; started lazily, closed by `close()`."""
+def model_worker(
+    kind: str, settings: Settings, runtime: Path, redact: Callable[[str], str]
+) -> Worker:
+    """A fresh router or generator worker, not started; only its own key is in its environment,
+    and nothing it prints reaches us but through `redact`."""
+    from kernel.supervision.supervisor import Worker
 
-    def __init__(self, session: Session, settings: Settings) -> None:
+    own = settings.router_env() if kind == "router" else settings.generator_env()
+    return Worker(kind, runtime, env=worker_env(own, MODEL_KEYS), redact=redact)
+
+
+def start_router(settings: Settings, redact: Callable[[str], str]) -> Worker:
+    """The router alone, started before any session exists: the CLI asks for it first, so that
+    its start overlaps the kernel's own imports and the session's opening (issue 11; the first
+    model request is always a route). Hand it to `Models(router=...)`, or `close()` it."""
+    from kernel.supervision.supervisor import make_runtime_dir
+
+    worker = model_worker("router", settings, make_runtime_dir(), redact)
+    worker.start()
+    return worker
+
+
+class Models:
+    """Router and generator workers for one session; started lazily, closed by `close()`.
+
+    `router`: one from `start_router`, now owned (and closed) by these Models."""
+
+    def __init__(self, session: Session, settings: Settings, router: Worker | None = None) -> None:
         self.session = session
         self.settings = settings
         session.redactor.add(*settings.secrets)
         self._ids = itertools.count(1)
-        self._runtime: Path | None = None
+        self._runtime: Path | None = router.runtime_dir if router is not None else None
         self._slots: dict[str, WorkerSlot] = {}
+        self._early = router
 
     def start(self) -> None:
-        """Spawn both workers now (non-blocking), or replace either that died; a missing key is
-        a ConfigError here."""
+        """Spawn both workers now (non-blocking), the router first, or replace either that
+        died; a missing key is a ConfigError here."""
         if not self._slots:
             from kernel.supervision.supervisor import make_runtime_dir
 
             self.settings.require_keys()
-            self._runtime = make_runtime_dir()
+            if self._runtime is None:
+                self._runtime = make_runtime_dir()
             for kind in ("router", "generator"):
                 self._slots[kind] = WorkerSlot(kind, partial(self._new, kind), MODEL_READY_S)
+            if self._early is not None:
+                self._slots["router"].adopt(self._early)
+                self._early = None
         for slot in self._slots.values():
             slot.start()
 
     def _new(self, kind: str) -> Worker:
-        """A fresh worker of `kind`, not started; only its own key is in its environment."""
-        from kernel.supervision.supervisor import Worker
-
+        """A fresh worker of `kind`, not started; nothing it prints may carry a key."""
         assert self._runtime is not None
-        own = self.settings.router_env() if kind == "router" else self.settings.generator_env()
-        return Worker(
-            kind,
-            self._runtime,
-            env=worker_env(own, MODEL_KEYS),
-            redact=self.session.redactor.text,  # nothing a worker prints may carry a key
-        )
+        return model_worker(kind, self.settings, self._runtime, self.session.redactor.text)
 
     def _slot(self, kind: str) -> WorkerSlot:
         if not self._slots:
@@ -172,6 +195,9 @@ class Models:
 
     def close(self) -> None:
         """Stop both workers and their trees; idempotent."""
+        if self._early is not None:  # adopted but never started
+            self._early.close()
+            self._early = None
         for slot in self._slots.values():
             slot.close()
         self._slots = {}

@@ -4,6 +4,9 @@ Three nets, because each alone misses something: the worker's process group (wha
 directly), the descendants recorded while it was alive (pid + create_time, so a recycled pid is
 never killed), and an environment token every descendant inherits (children born after the
 last record, or reparented away from the worker).
+
+psutil is imported on first use, in the wire thread, not when the kernel starts (it costs about
+1x a bare interpreter start, and the first model request does not need it).
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-
-import psutil
+from typing import TYPE_CHECKING
 
 from kernel.supervision.restart import TREE_WAIT_S
 from protocol.spawn import TOKEN_ENV
+
+if TYPE_CHECKING:
+    import psutil
 
 
 class TreeRecord:
@@ -28,6 +33,8 @@ class TreeRecord:
 
     def record(self) -> None:
         """Remember the root's current descendants; a gone root is not an error."""
+        import psutil
+
         try:
             kids = psutil.Process(self.root_pid).children(recursive=True)
         except psutil.Error:
@@ -38,6 +45,8 @@ class TreeRecord:
 
     def survivors(self) -> list[psutil.Process]:
         """Recorded descendants and token holders that are still running."""
+        import psutil
+
         found: dict[int, psutil.Process] = {}
         for pid, created in self.seen.items():
             with contextlib.suppress(psutil.Error):
@@ -54,6 +63,8 @@ class TreeRecord:
 
     def kill_all(self) -> int:
         """SIGKILL the root's group and every survivor until none is left; returns the count."""
+        import psutil
+
         with contextlib.suppress(OSError):
             os.killpg(self.root_pid, signal.SIGKILL)
         killed = 0
@@ -71,6 +82,8 @@ class TreeRecord:
 
 def _running(proc: psutil.Process) -> bool:
     """A zombie has already exited; only its parent can reap it."""
+    import psutil
+
     try:
         return bool(proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:

@@ -107,6 +107,13 @@ class WorkerSlot:
         """The worker now in the slot (possibly dead), or None before `start()`."""
         return self._worker
 
+    def adopt(self, worker: Worker) -> None:
+        """Hold `worker`, started elsewhere (the CLI's early router, issue 11), as if this slot
+        had spawned it; from now on the slot replaces and closes it."""
+        with self._lock:
+            assert self._worker is None, f"the {self.kind} slot already holds a worker"
+            self._worker = worker
+
     def start(self) -> Worker:
         """The live worker, spawned now if there is none and replaced if it has exited; returns
         at once (the handshake completes in the background)."""

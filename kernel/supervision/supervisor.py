@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import logging
 import os
 import sys
 import threading
@@ -33,7 +32,6 @@ from protocol.messages import Cancel, Failed, Progress, Ready, Shutdown
 from protocol.secrets import KERNEL_ONLY_VARIABLES, KEY_VARIABLES
 from protocol.spawn import TOKEN_ENV
 
-log = logging.getLogger("jmp.supervisor")
 ROOT = Path(__file__).resolve().parents[2]
 IPC_PATH_MAX = 107  # sun_path is 108 bytes including the NUL
 _PR_SET_DUMPABLE = 4

@@ -15,16 +15,18 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
-import zmq
 
 from kernel.supervision import restart as limits  # the one timeout table
 from kernel.supervision.proctree import TreeRecord
 from kernel.supervision.spawn import Proc, spawn_process
 from protocol.codec import UnsupportedVersion, decode_from_worker, encode_frame
 from protocol.messages import Failed, Heartbeat, Ready
+
+if TYPE_CHECKING:
+    import zmq
 
 log = logging.getLogger("jmp.supervisor")
 _MAX_BAD_LOGS = 5
@@ -135,6 +137,8 @@ class WireThread:
     # --- the thread -----------------------------------------------------------
 
     def _run(self) -> None:
+        import zmq  # here, not at the kernel's start: this thread is the first to need it
+
         ctx = zmq.Context()
         sock = ctx.socket(zmq.ROUTER)
         sock.setsockopt(zmq.LINGER, 0)
@@ -169,6 +173,8 @@ class WireThread:
                 os.unlink(path)
 
     def _loop(self, sock: zmq.Socket[bytes], proc: Proc, tree: TreeRecord) -> None:
+        import zmq
+
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         poller.register(self._wake_r, zmq.POLLIN)
