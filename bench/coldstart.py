@@ -93,7 +93,7 @@ def run(
 ) -> str:
     """`modes` of this checkout; `old`: cold launches of another checkout; `before`: cold and
     warm launches (with its own pool) of another checkout. All interleaved, run by run."""
-    bare = statistics.median(_timed([sys.executable, "-c", "pass"]) for _ in range(5))
+    bares = [_timed([sys.executable, "-c", "pass"]) for _ in range(2)]
     imports = statistics.median(
         _timed([sys.executable, "-c", IMPORT], env=os.environ | {"LOG_LEVEL": "WARNING"})
         for _ in range(2)
@@ -115,6 +115,8 @@ def run(
     try:
         with JevServer() as jev, FlashServer() as flash:
             for _ in range(runs):
+                # the bare start, interleaved with the launches: the ratio must see their load
+                bares += [_timed([sys.executable, "-c", "pass"]) for _ in range(3)]
                 for mode in columns:
                     tmp = Path(tempfile.mkdtemp(prefix="jb", dir="/tmp"))
                     warm = mode.endswith("warm")
@@ -131,7 +133,7 @@ def run(
             for pid in pool_pids(pool_dir):  # one a kernel started after a failed connect
                 os.kill(pid, signal.SIGKILL)
             shutil.rmtree(pool_dir, ignore_errors=True)
-    return _table(results, bare, imports, runs)
+    return _table(results, statistics.median(bares), imports, runs)
 
 
 def _table(
