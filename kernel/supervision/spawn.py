@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import threading
+from collections.abc import Callable
 from typing import IO, Any, Protocol
 
 from kernel.supervision import pool_client
@@ -136,3 +137,22 @@ def _stderr_fd() -> int:
     with contextlib.suppress(AttributeError, OSError, ValueError):
         return int(stream.fileno())
     return -1
+
+
+def forward_redacted(proc: Proc, redact: Callable[[str], str]) -> None:
+    """Copy the worker's stdout and stderr to our stderr, line by line, with secrets redacted.
+
+    Worker output (an MCP server's own stderr among it) could carry a configured secret, and
+    known credentials must never reach our stderr.
+    """
+
+    def pump(stream: Any) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            for raw in iter(stream.readline, b""):
+                sys.stderr.write(redact(raw.decode("utf-8", "replace")))
+                sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            stream.close()
+
+    for stream in (proc.stdout, proc.stderr):
+        threading.Thread(target=pump, args=(stream,), daemon=True, name="worker-stderr").start()

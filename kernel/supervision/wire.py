@@ -10,7 +10,6 @@ import contextlib
 import logging
 import os
 import queue
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -21,7 +20,7 @@ import msgspec
 
 from kernel.supervision import restart as limits  # the one timeout table
 from kernel.supervision.proctree import TreeRecord
-from kernel.supervision.spawn import Proc, spawn_process
+from kernel.supervision.spawn import Proc, forward_redacted, spawn_process
 from protocol.codec import UnsupportedVersion, decode_from_worker, encode_frame
 from protocol.messages import Failed, Heartbeat, Ready
 
@@ -150,7 +149,7 @@ class WireThread:
                 self.argv, self.env, piped=self.redact is not None, stdin_data=self.stdin_data
             )
             if self.redact is not None:
-                _forward_redacted(proc, self.redact)
+                forward_redacted(proc, self.redact)
         except BaseException as exc:
             self._spawn_error = exc
             self._spawned.set()
@@ -284,22 +283,3 @@ def _is_ready(buf: bytes) -> bool:
         return bool(msgspec.msgpack.decode(buf)["body"]["kind"] == "ready")
     except Exception:
         return False
-
-
-def _forward_redacted(proc: Proc, redact: Callable[[str], str]) -> None:
-    """Copy the worker's stdout and stderr to our stderr, line by line, with secrets redacted.
-
-    Worker output (an MCP server's own stderr among it) could carry a configured secret, and
-    known credentials must never reach our stderr.
-    """
-
-    def pump(stream: Any) -> None:
-        with contextlib.suppress(OSError, ValueError):
-            for raw in iter(stream.readline, b""):
-                sys.stderr.write(redact(raw.decode("utf-8", "replace")))
-                sys.stderr.flush()
-        with contextlib.suppress(OSError):
-            stream.close()
-
-    for stream in (proc.stdout, proc.stderr):
-        threading.Thread(target=pump, args=(stream,), daemon=True, name="worker-stderr").start()
