@@ -243,3 +243,25 @@ def test_worker_and_shell_exit_when_the_kernel_is_sigkilled(tmp_path: Path) -> N
             kernel.stdout.close()
         for proc in live_with("987.6"):
             proc.kill()
+
+
+def test_the_first_command_on_a_slow_new_shell_gets_its_own_output(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Found under load: OpenHands types the terminal's setup line and sleeps a blind second; a
+    bash that had not run it by then printed its echo and prompt after the screen was cleared,
+    and the first call returned that text with exit code 0 while its command still ran. A
+    .bashrc that takes two seconds makes every machine that slow (there the old code leaked the
+    command's echo into its output)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / ".bashrc").write_text("sleep 2\n")
+    monkeypatch.setenv("HOME", str(home))
+    tools = _tools(tmp_path)
+    try:
+        result = call(tools, "bash", command="echo first-$((6*7)); false")
+        assert "first-42" in result.text and result.exit_code == 1
+        # Neither the setup line nor the command's own echo is output (both leaked before).
+        assert "PROMPT_COMMAND" not in result.text and "echo first" not in result.text
+    finally:
+        close_within(tools)

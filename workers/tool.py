@@ -28,7 +28,7 @@ from protocol.messages import (
     Validated,
 )
 from workers.base import RequestFailed, main_for
-from workers.shell import BashRunner, clamp_timeout
+from workers.shell import BashRunner, clamp_timeout, settle
 from workers.tool_binding import SLICES, check_edit, check_names, confine, protected_dirs, tool_spec
 from workers.tool_output import bash_result, editor_result
 
@@ -95,11 +95,13 @@ class ToolWorker:
 
         if self.terminal_dir:
             Path(self.terminal_dir).mkdir(parents=True, exist_ok=True)
-        return TerminalExecutor(
+        executor = TerminalExecutor(
             working_dir=str(self.workspace),
             terminal_type="subprocess",  # never tmux: its server would outlive our tree
             full_output_save_dir=self.terminal_dir,
         )
+        settle(executor.session.terminal)  # before Ready: the first call finds a settled shell
+        return executor
 
     def _start_mcp(self) -> None:
         config, self.mcp_config = self.mcp_config.strip(), ""
