@@ -18,6 +18,7 @@ import pytest
 
 from tests.support.cli import Cli, Run, kill_group, wait_for_line
 from tests.support.store import copied, make_template
+from tests.support.warm import tree_of
 
 template = pytest.fixture(scope="module")(make_template)
 
@@ -121,7 +122,8 @@ def test_a_deleted_workspace_is_named(jmp: Cli, template: Path) -> None:
 
 
 def processes_of(jmp: Cli) -> set[int]:
-    """The pids running with this test's sessions dir (kernel and workers, cold or warm)."""
+    """The pids running with this test's sessions dir (kernel and workers, cold or warm: a
+    forked worker's /proc environ is the pool's, so the kernels' workers are added)."""
     found = set()
     for proc in psutil.process_iter():
         try:
@@ -129,7 +131,7 @@ def processes_of(jmp: Cli) -> set[int]:
                 found.add(proc.pid)
         except psutil.Error:
             continue
-    return found
+    return found.union(*(tree_of(pid) for pid in found))
 
 
 def runtime_dirs_of(pids: set[int]) -> set[Path]:
