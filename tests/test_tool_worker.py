@@ -245,23 +245,50 @@ def test_worker_and_shell_exit_when_the_kernel_is_sigkilled(tmp_path: Path) -> N
             proc.kill()
 
 
-def test_the_first_command_on_a_slow_new_shell_gets_its_own_output(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_first_command_on_a_slow_new_shell_gets_its_own_output(tmp_path: Path) -> None:
     """Found under load: OpenHands types the terminal's setup line and sleeps a blind second; a
     bash that had not run it by then printed its echo and prompt after the screen was cleared,
-    and the first call returned that text with exit code 0 while its command still ran. A
-    .bashrc that takes two seconds makes every machine that slow (there the old code leaked the
-    command's echo into its output)."""
+    and the first call returned that text (or its own echo) with exit code 0 while its command
+    still ran. A bash that takes two seconds to start makes every machine that slow."""
+    import shutil
+
+    from openhands.tools.terminal.definition import TerminalAction
+    from openhands.tools.terminal.impl import TerminalExecutor
+
+    from workers.shell import BashRunner, settle
+
+    slow = tmp_path / "slow-bash"
+    slow.write_text(f'#!/bin/sh\nsleep 2\nexec {shutil.which("bash")} --norc "$@"\n')
+    slow.chmod(0o700)
+    executor = TerminalExecutor(
+        working_dir=str(tmp_path), terminal_type="subprocess", shell_path=str(slow)
+    )
+    try:
+        settle(executor.session.terminal)
+        action = TerminalAction(command="echo first-$((6*7)); false")
+        text = BashRunner(None, 30, 100_000).run(executor, action, threading.Event())
+        observation = text.observation
+        assert "first-42" in observation.text and observation.exit_code == 1
+        # Neither the setup line nor the command's own echo is output (both leaked before).
+        assert "PROMPT_COMMAND" not in observation.text
+        assert "echo first" not in observation.text
+    finally:
+        executor.close()
+
+
+def test_the_shell_does_not_source_the_persons_rc_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's environment is already the person's; a ~/.bashrc would run again in every
+    new shell (pyenv's rehash there waited 60 s on a stale lock) and print into the output."""
     home = tmp_path / "home"
     home.mkdir()
-    (home / ".bashrc").write_text("sleep 2\n")
+    (home / ".bashrc").write_text("export JMP_RC_SOURCED=yes\necho RC-PRINTED\n")
+    (home / ".bash_profile").write_text("export JMP_RC_SOURCED=profile\n")
     monkeypatch.setenv("HOME", str(home))
     tools = _tools(tmp_path)
     try:
-        result = call(tools, "bash", command="echo first-$((6*7)); false")
-        assert "first-42" in result.text and result.exit_code == 1
-        # Neither the setup line nor the command's own echo is output (both leaked before).
-        assert "PROMPT_COMMAND" not in result.text and "echo first" not in result.text
+        result = call(tools, "bash", command="echo rc=[$JMP_RC_SOURCED]")
+        assert "rc=[]" in result.text and "RC-PRINTED" not in result.text
     finally:
         close_within(tools)

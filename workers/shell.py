@@ -23,6 +23,7 @@ import math
 import os
 import re
 import shlex
+import shutil
 import signal
 import sys
 import threading
@@ -179,6 +180,26 @@ class BashRunner:
                 "the command was stopped]"
             )
         return output
+
+
+def rc_free_bash(folder: Path) -> str | None:
+    """A launcher for `bash --noprofile --norc`, for OpenHands' `bash -i` (None: no bash).
+
+    The worker's environment is the kernel's, which the person's own shell already set up, so
+    the terminal does not source ~/.bashrc again: rc files are slow (pyenv's rehash in it waits
+    60 s on a lock a killed shell left behind), print text into the first command's output,
+    and would make the same session behave differently on each machine.
+    """
+    bash = shutil.which("bash")
+    if bash is None:
+        return None
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "bash-norc"
+    temp = folder / f".bash-norc.{os.getpid()}"
+    temp.write_text(f'#!/bin/sh\nexec {shlex.quote(bash)} --noprofile --norc "$@"\n')
+    temp.chmod(0o700)
+    os.replace(temp, path)
+    return str(path)
 
 
 def settle(shell: Any, timeout_s: float = SETTLE_S) -> None:

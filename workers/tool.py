@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -28,7 +29,7 @@ from protocol.messages import (
     Validated,
 )
 from workers.base import RequestFailed, main_for
-from workers.shell import BashRunner, clamp_timeout, settle
+from workers.shell import BashRunner, clamp_timeout, rc_free_bash, settle
 from workers.tool_binding import SLICES, check_edit, check_names, confine, protected_dirs, tool_spec
 from workers.tool_output import bash_result, editor_result
 
@@ -61,6 +62,7 @@ class ToolWorker:
         self.workspace = Path(args.workspace).resolve()
         self.protected = protected_dirs(self.workspace, args.protect)
         self.terminal_dir = args.terminal_dir
+        self.shell_path: str | None = None
         self.models: dict[str, Any] = {}
         self.specs: list[ToolSpec] = []
         self.mcp: Any = None
@@ -95,9 +97,13 @@ class ToolWorker:
 
         if self.terminal_dir:
             Path(self.terminal_dir).mkdir(parents=True, exist_ok=True)
+        if self.shell_path is None:
+            folder = self.terminal_dir or tempfile.mkdtemp(prefix="jmp-sh-")
+            self.shell_path = rc_free_bash(Path(folder))
         executor = TerminalExecutor(
             working_dir=str(self.workspace),
             terminal_type="subprocess",  # never tmux: its server would outlive our tree
+            shell_path=self.shell_path,  # bash without rc files (see rc_free_bash)
             full_output_save_dir=self.terminal_dir,
         )
         settle(executor.session.terminal)  # before Ready: the first call finds a settled shell
