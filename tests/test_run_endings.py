@@ -102,15 +102,18 @@ def test_every_ending_writes_one_final(agent: Any, servers: tuple[Any, Any]) -> 
     ctrl_c.start()
     jev.script([{"route": "bash"}])
     flash.queue([{"tool_call": {"arguments": {"command": "echo up > started.fifo; sleep 30"}}}])
-    # "while bash was running", or between steps when the shell reported the interrupted
-    # command as a normal end (the worker's business): either way one `cancelled` final
+    # the command runs when Ctrl+C lands (it wrote into the FIFO): one `cancelled` final
     assert ends(agent, "cancelled", prompt="sleep").startswith("Cancelled by the user")
     ctrl_c.join()
     agent.cancel.clear()
+    # the stopped command is a fact (`interrupted`): the next run is blocked on it until the
+    # person acknowledges it, then goes on
+    assert "unknown outcome" in ends(agent, "blocked", prompt="write x.txt")
     # blocked: three identical errors in a row
     jev.script([{"route": "write"}] * 3)
     flash.queue([BAD_WRITE] * 3)
-    assert "three times in a row" in ends(agent, "blocked", prompt="write x.txt")
+    summary = ends(agent, "blocked", prompt="write x.txt", acknowledge_pending=True)
+    assert "three times in a row" in summary
     jev.script([{"route": "recall"}] * 3)
     flash.queue([{"tool_call": {"arguments": {"path": "x"}}}] * 3)
     summary = ends(agent, "blocked", prompt="recall x")
