@@ -515,3 +515,46 @@ def test_uncertain_event_kinds_use_protocol_types() -> None:
     log.add(data)
     state = fold(State(), log.events)
     assert state.calls[0].status == "uncertain" and state.calls[0].cause == "kernel_exit"
+
+
+def test_a_stopped_command_is_rendered_as_stopped_not_as_still_running() -> None:
+    """`interrupted` is a fact on tool_finished: the model reads why the command ended, and
+    an old log line without it (exit code -1 alone) still reads as unfinished."""
+    from kernel.context.render import outcome
+    from kernel.context.state import State, call_index, fold
+    from protocol.events import Event, ToolFinishedData, ToolStartedData
+
+    def finished(call_id: str, **fields: object) -> ToolFinishedData:
+        return ToolFinishedData(call_id=call_id, tool="bash", status="error", **fields)  # type: ignore[arg-type]
+
+    events = [
+        Event(
+            session_id="s",
+            seq=1,
+            time=0.0,
+            kind="tool_started",
+            data=ToolStartedData(
+                call_id="a", tool="bash", target="sleep 9", request="", arguments=""
+            ),
+        ),
+        Event(
+            session_id="s",
+            seq=2,
+            time=0.0,
+            kind="tool_finished",
+            data=finished("a", exit_code=-1, interrupted=True, reason="cancelled"),
+        ),
+        Event(
+            session_id="s",
+            seq=3,
+            time=0.0,
+            kind="tool_started",
+            data=ToolStartedData(call_id="b", tool="bash", target="make", request="", arguments=""),
+        ),
+        Event(
+            session_id="s", seq=4, time=0.0, kind="tool_finished", data=finished("b", exit_code=-1)
+        ),
+    ]
+    calls = call_index(fold(State(), events))
+    assert outcome(calls["a"]) == "error, exit code -1 (command stopped: cancelled, not success)"
+    assert "still running when recorded" in outcome(calls["b"])

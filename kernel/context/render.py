@@ -76,7 +76,9 @@ def outcome(call: Call) -> str:
     if call.status == "pending":
         return "pending: started, no result recorded"
     code = "" if call.exit_code is None else f", exit code {call.exit_code}"
-    if call.exit_code == -1:
+    if call.stopped:
+        code += f" (command stopped: {call.stopped}, not success)"
+    elif call.exit_code == -1:
         code += " (command still running when recorded, not success)"
     return f"{call.status}{code}"
 

@@ -53,6 +53,7 @@ class Call(msgspec.Struct, kw_only=True):
     end_seq: int = 0
     status: CallStatus = "pending"
     exit_code: int | None = None
+    stopped: str = ""  # the worker stopped the command: "cancelled", "timeout" or "output_cap"
     view_range: str = ""
     preview: str = ""
     full_output: str = ""
@@ -195,6 +196,7 @@ def _finish(
     call.end_seq = seq
     call.status = data.status
     call.exit_code = data.exit_code
+    call.stopped = (data.reason or "stopped") if data.interrupted else ""
     call.preview = data.text
     call.full_output = data.full_output
     call.artifact = data.artifact
