@@ -16,11 +16,12 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import mcp.types
-from openhands.sdk.mcp import create_mcp_tools
-from openhands.sdk.mcp.client import MCPClient
+
+if TYPE_CHECKING:  # OpenHands' package init pulls in litellm (seconds): loaded when a server starts
+    from openhands.sdk.mcp.client import MCPClient
 
 from protocol.mcp_config import ServerConfig, parse_servers, server_secrets
 from protocol.messages import ToolSpec
@@ -232,6 +233,8 @@ class McpToolset:
 
 def _start(name: str, spec: ServerConfig, token: str, timeout_s: float) -> _Server:
     """Start one server through the SDK and list its tools; raises with a readable reason."""
+    from openhands.sdk.mcp import create_mcp_tools
+
     client = create_mcp_tools({name: mcp_launch.sdk_server(spec, token)}, timeout=timeout_s)
     tools = {tool.mcp_tool.name: tool.mcp_tool for tool in client.tools}
     loop = client.call_async_from_sync(_running_loop, timeout=timeout_s)

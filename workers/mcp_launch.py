@@ -13,10 +13,13 @@ import os
 import shutil
 import signal
 import sys
+from typing import TYPE_CHECKING
 
 import psutil
-from openhands.sdk.mcp import MCPServer
-from openhands.sdk.mcp.client import MCPClient
+
+if TYPE_CHECKING:  # OpenHands' package init pulls in litellm (seconds): loaded when needed
+    from openhands.sdk.mcp import MCPServer
+    from openhands.sdk.mcp.client import MCPClient
 
 from protocol.mcp_config import RemoteServer, ServerConfig
 from protocol.spawn import TOKEN_ENV as TREE_TOKEN_ENV
@@ -42,6 +45,8 @@ except OSError as exc:
 
 def sdk_server(spec: ServerConfig, token: str) -> MCPServer:
     """The SDK's server config for `spec`; a stdio server runs under LAUNCH, marked by token."""
+    from openhands.sdk.mcp import MCPServer
+
     if isinstance(spec, RemoteServer):
         return MCPServer(url=spec.url, headers=spec.headers or None, transport=spec.transport)
     env = {**spec.env, TOKEN_VAR: token}
