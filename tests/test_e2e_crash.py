@@ -11,7 +11,7 @@ import psutil
 import pytest
 
 from tests.support.cli import Cli, finish, kill_group, wait_for_line
-from tests.support.warm import workers_of
+from tests.support.warm import processes_of, workers_of
 
 APPEND = "echo ran >> effect.txt"
 
@@ -28,15 +28,8 @@ def processes_with(marker: str) -> list[psutil.Process]:
 
 
 def of_this_test(jmp: Cli) -> list[psutil.Process]:
-    """Every process that runs with this test's sessions dir: CLI, workers, shells."""
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("JMP_SESSIONS_DIR") == str(jmp.home):
-                found.append(proc)
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
+    """Every process of this test's kernels, warm or cold: CLI, workers, shells."""
+    return processes_of(jmp.home, jmp.tmp)
 
 
 def wait_gone(marker: str | Cli, timeout: float = 8.0) -> list[psutil.Process]:

@@ -22,6 +22,7 @@ from acp.schema import (
 )
 
 from tests.support.cli import ROOT, Cli
+from tests.support.warm import processes_of
 
 
 @dataclass
@@ -112,20 +113,11 @@ def run(coroutine: Any) -> Any:
 
 
 def left_running(jmp: Cli, marker: str = "", timeout: float = 10.0) -> list[psutil.Process]:
-    """This test's processes (by its sessions dir, or a command marker) alive after timeout."""
+    """This test's processes (warm or cold: `processes_of`), or with a command marker, alive
+    after timeout."""
 
     def scan() -> list[psutil.Process]:
-        found = []
-        for proc in psutil.process_iter():
-            try:
-                if proc.status() == psutil.STATUS_ZOMBIE:
-                    continue
-                mine = proc.environ().get("JMP_SESSIONS_DIR") == str(jmp.home)
-                if mine or (marker and marker in " ".join(proc.cmdline())):
-                    found.append(proc)
-            except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-                continue
-        return found
+        return processes_of(jmp.home, jmp.tmp, marker)
 
     deadline = time.monotonic() + timeout
     while scan() and time.monotonic() < deadline:

@@ -116,6 +116,34 @@ def tree_of(pid: int) -> list[int]:
     return sorted(pids)
 
 
+def processes_of(home: Path, root: Path, marker: str = "") -> list[psutil.Process]:
+    """Every live process of one test's kernels (not the test's own), warm or cold: those whose
+    /proc environ names `home` as JMP_SESSIONS_DIR (the kernels, cold workers, their shells),
+    those whose cwd is under `root` (a forked worker: /proc shows the pool's environ, but it took
+    its kernel's cwd, and keeps it after its kernel is gone), any holding a pidfd of one of those
+    kernels (a forked worker watches its kernel so), and any with `marker` in its command line.
+    `root` must be the test's own temp dir."""
+    found: dict[int, psutil.Process] = {}
+    others: list[psutil.Process] = []
+    for proc in psutil.process_iter(["cmdline", "cwd"]):
+        if proc.pid == os.getpid() or not _running(proc.pid):
+            continue
+        with contextlib.suppress(psutil.Error):
+            cwd = Path(proc.info["cwd"] or "/")
+            cmd = " ".join(proc.info["cmdline"] or [])
+            if (
+                cwd.is_relative_to(root)
+                or (marker and marker in cmd)
+                or proc.environ().get("JMP_SESSIONS_DIR") == str(home)
+            ):
+                found[proc.pid] = proc
+            else:
+                others.append(proc)
+    kernels = set(found)
+    found |= {p.pid: p for p in others if _pidfd_targets(p.pid) & kernels}
+    return list(found.values())
+
+
 def _pidfd_targets(pid: int) -> set[int]:
     """The pids that process `pid` holds pidfds of (from /proc/PID/fdinfo)."""
     targets = set()

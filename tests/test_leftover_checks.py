@@ -1,0 +1,63 @@
+"""The no-orphan checks of the crash tests see a forked worker, whose /proc environ is its pool's.
+
+A kernel (a small script driving kernel.supervision) forks a fake worker through a private pool;
+while it runs, both checks (`left_running`, `of_this_test`) must report it, whether they find it
+by the cwd it took from its kernel or by the pidfd of its kernel it holds.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import psutil
+import pytest
+
+from tests.acp.helpers import left_running
+from tests.support.cli import Cli
+from tests.support.warm import ROOT, private_pool
+from tests.test_e2e_crash import of_this_test
+
+KERNEL = textwrap.dedent(
+    """
+    import sys
+        from kernel.supervision.supervisor import Worker
+
+    worker = Worker("tool", Path(sys.argv[1]), env={"JMP_FAKE_MODE": "ok"},
+                    module="tests.fakes.worker")
+    worker.start()
+    worker.wait_ready(60)
+    print(worker.pid, flush=True)
+    sys.stdin.read()  # until the test closes our stdin
+    worker.close()
+    """
+)
+
+
+@pytest.mark.parametrize("cwd", ["workspace", "/"])
+def test_a_forked_worker_left_running_is_reported(jmp: Cli, cwd: str) -> None:
+    with private_pool() as pool:
+        env = jmp.env(PYTHONPATH=str(ROOT))
+        kernel = subprocess.Popen(
+            [sys.executable, "-c", KERNEL, str(jmp.tmp / "rt")],
+            cwd=jmp.workspace if cwd == "workspace" else cwd,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert kernel.stdin is not None and kernel.stdout is not None
+        try:
+            worker = int(kernel.stdout.readline())
+            assert psutil.Process(worker).ppid() == pool.pid  # forked, not spawned by the kernel
+            assert "JMP_SESSIONS_DIR" not in psutil.Process(worker).environ()  # the pool's
+            assert worker in {p.pid for p in left_running(jmp, timeout=0)}
+            assert worker in {p.pid for p in of_this_test(jmp)}
+        finally:
+            kernel.stdin.close()
+            assert kernel.wait(60) == 0
+            kernel.stdout.close()
+        assert not left_running(jmp) and not of_this_test(jmp)  # and nothing else is counted
+        assert os.getpid() not in {p.pid for p in left_running(jmp, timeout=0)}
