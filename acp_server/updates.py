@@ -114,7 +114,10 @@ def uncertain(data: ToolUncertainData) -> ToolCallProgress:
 
 def uncertain_text(data: ToolUncertainData) -> str:
     state = "acknowledged" if data.acknowledged else "not acknowledged yet"
-    cause = "the tool worker died" if data.cause == "worker_exit" else "jmp itself was stopped"
+    if data.cause == "kernel_exit":
+        cause = "jmp itself was stopped"
+    else:
+        cause = "an MCP server died" if data.mcp_server else "the tool worker died"
     return f"Outcome unknown: {cause} during this call ({state}). {data.note}"
 
 

@@ -211,6 +211,7 @@ class ToolUncertainData(Data):
     target: str = ""
     signal: int | None = None
     exit_code: int | None = None
+    mcp_server: bool = False  # worker_exit: an MCP server died mid-call, not the tool worker
 
 
 class CompactionData(Data):

@@ -134,7 +134,7 @@ def test_an_mcp_server_killed_mid_call_leaves_the_call_uncertain(jmp: Cli) -> No
     record = rest[-1]["data"]
     assert record["call_id"] == call_id and record["tool"] == "mcp.slow"
     assert record["cause"] == "worker_exit" and record["acknowledged"] is False
-    assert "MCP server 'fake'" in record["note"]
+    assert "MCP server 'fake'" in record["note"] and record["mcp_server"] is True
     assert finish(proc) == 2
     log = jmp.log(session)
     assert not [e for e in log if e["kind"] == "tool_finished"]
@@ -144,6 +144,8 @@ def test_an_mcp_server_killed_mid_call_leaves_the_call_uncertain(jmp: Cli) -> No
     jmp.flash.queue([{"tool_call": {"arguments": {"text": "back"}}}, {"text": "done"}])
     out = jmp.run("--session", session, "--ack-interrupted", timeout=240)
     assert out.code == 0, out.stderr
-    assert [u["acknowledged"] for u in out.of("tool_uncertain")] == [True]
+    assert [(u["acknowledged"], u["mcp_server"]) for u in out.of("tool_uncertain")] == [
+        (True, True)
+    ]
     (echo,) = out.of("tool_finished")
     assert echo["status"] == "ok" and "back" in echo["text"]

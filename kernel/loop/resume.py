@@ -69,6 +69,7 @@ def settle_interrupted(session: Session, acknowledge: bool) -> str:
                     cause=cause,
                     acknowledged=acknowledge,
                     note=_uncertain_note(acknowledge),
+                    mcp_server=bool(record.uncertain and record.uncertain.mcp_server),
                 ),
                 durable=True,
             )

@@ -262,7 +262,8 @@ class ToolStep:
             ) from exc
         except WorkerFailed as exc:
             if exc.code == "effect_unknown":  # an MCP server died mid-call: no end, no guess
-                self._uncertain(call_id, tool, target, f"{exc.detail}. Nothing re-ran it.")
+                note = f"{exc.detail}. Nothing re-ran it."
+                self._uncertain(call_id, tool, target, note, mcp_server=True)
                 raise RunEnded(
                     "blocked",
                     f"The MCP server died during {tool} {target!r}: its effect is unknown. Check "
@@ -278,6 +279,7 @@ class ToolStep:
         note: str,
         signal: int | None = None,
         exit_code: int | None = None,
+        mcp_server: bool = False,
     ) -> None:
         """`tool_uncertain` (worker_exit, not acknowledged), fsynced: the call has no end."""
         self.session.append(
@@ -290,6 +292,7 @@ class ToolStep:
                 note=note,
                 signal=signal,
                 exit_code=exit_code,
+                mcp_server=mcp_server,
             ),
             durable=True,
         )

@@ -9,7 +9,7 @@ from acp import RequestError, image_block, resource_link_block, text_block
 from acp.schema import EmbeddedResourceContentBlock, TextResourceContents
 
 from acp_server.content import prompt_text
-from acp_server.updates import Translator, title, tool_kind
+from acp_server.updates import Translator, title, tool_kind, uncertain_text
 from protocol.codec import make_event
 from protocol.events import (
     Data,
@@ -115,3 +115,20 @@ def test_live_end_of_an_unseen_call_arrives_whole() -> None:
     assert only.session_update == "tool_call" and only.status == "failed"
     assert only.title == "Run make"
     assert translator.live(events(ModelProgressData(stage="respond", characters=9))[0]) == []
+
+
+def test_an_uncertain_call_says_what_died() -> None:
+    def text(cause: str, mcp_server: bool) -> str:
+        data = ToolUncertainData(
+            call_id="c",
+            tool="mcp.slow",
+            cause=cause,
+            acknowledged=False,
+            note="n",
+            mcp_server=mcp_server,
+        )
+        return uncertain_text(data)
+
+    assert text("worker_exit", True).startswith("Outcome unknown: an MCP server died during")
+    assert text("worker_exit", False).startswith("Outcome unknown: the tool worker died during")
+    assert text("kernel_exit", False).startswith("Outcome unknown: jmp itself was stopped")
