@@ -23,7 +23,8 @@ from tests.test_e2e_crash import of_this_test
 KERNEL = textwrap.dedent(
     """
     import sys
-        from kernel.supervision.supervisor import Worker
+    from pathlib import Path
+    from kernel.supervision.supervisor import Worker
 
     worker = Worker("tool", Path(sys.argv[1]), env={"JMP_FAKE_MODE": "ok"},
                     module="tests.fakes.worker")
