@@ -32,7 +32,7 @@ from typing import Any
 from tests.servers.flash import FlashServer
 from tests.servers.jev import JevServer
 from tests.support.cli import Cli
-from tests.support.warm import PoolProc, pool_pids
+from tests.support.warm import PoolProc, make_pool_dir, pool_pids
 
 RUNS = 3
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,9 +105,7 @@ def run(
         *(["before cold", "before warm"] if before else []),
     ]
     columns = [c for c in columns if c.endswith("warm") or "cold" in modes or c != "before cold"]
-    dirs = {
-        c: Path(tempfile.mkdtemp(prefix="jwb", dir="/tmp")) for c in columns if c.endswith("warm")
-    }
+    dirs = {c: make_pool_dir("b") for c in columns if c.endswith("warm")}
     pools = [
         PoolProc(d, preload="all", root=roots[c] or ROOT, ready_s=600) for c, d in dirs.items()
     ]

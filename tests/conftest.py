@@ -57,10 +57,10 @@ def warm_pool_of_this_session(request: pytest.FixtureRequest) -> Iterator[Path]:
     which spawn cold meanwhile; other kernels launch it on demand, as a user's first run does)
     and killed at the end with any pool a test started in the default dir.
     `JMP_WARM=0 pytest ...` runs them all cold; a test of the cold path sets JMP_WARM=0 itself."""
-    from tests.support.warm import launch_pool, stop_pools_started
+    from tests.support.warm import launch_pool, make_pool_dir, stop_pools_started
 
     os.environ.setdefault("JMP_WARM", "1")
-    private = Path(tempfile.mkdtemp(prefix="jwp", dir="/tmp"))
+    private = make_pool_dir("p")  # and removes the dirs of killed runs
     os.environ["JMP_WARM_DIR"] = str(private)
     with stop_pools_started(private):
         items = request.session.items

@@ -1,6 +1,7 @@
-"""The no-orphan checks of the crash tests see a forked worker, whose /proc environ is its pool's.
+"""What killed test runs leave: the no-orphan checks, and private warm-pool dirs.
 
-A kernel (a small script driving kernel.supervision) forks a fake worker through a private pool;
+The no-orphan checks of the crash tests see a forked worker, whose /proc environ is its pool's:
+a kernel (a small script driving kernel.supervision) forks a fake worker through a private pool;
 while it runs, both checks (`left_running`, `of_this_test`) must report it, whether they find it
 by the cwd it took from its kernel or by the pidfd of its kernel it holds.
 """
@@ -8,16 +9,18 @@ by the cwd it took from its kernel or by the pidfd of its kernel it holds.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import psutil
 import pytest
 
 from tests.acp.helpers import left_running
 from tests.support.cli import Cli
-from tests.support.warm import ROOT, private_pool
+from tests.support.warm import ROOT, PoolProc, clean_pool_dirs, make_pool_dir, private_pool
 from tests.test_e2e_crash import of_this_test
 
 KERNEL = textwrap.dedent(
@@ -62,3 +65,39 @@ def test_a_forked_worker_left_running_is_reported(jmp: Cli, cwd: str) -> None:
             kernel.stdout.close()
         assert not left_running(jmp) and not of_this_test(jmp)  # and nothing else is counted
         assert os.getpid() not in {p.pid for p in left_running(jmp, timeout=0)}
+
+
+CREATOR = (
+    "from tests.support.warm import make_pool_dir; print(make_pool_dir('p'), flush=True); input()"
+)
+
+
+def test_a_killed_runs_pool_dir_is_removed_at_the_next_start_unless_a_pool_serves_it() -> None:
+    """A test run killed with its pool dir left: the next `make_pool_dir` removes it, but not
+    while a pool still serves it, and never a live creator's dir or a link."""
+    creator = subprocess.Popen(
+        [sys.executable, "-c", CREATOR], cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    assert creator.stdout is not None and creator.stdin is not None
+    left = Path(creator.stdout.readline().decode().strip())
+    creator.kill()
+    creator.wait()
+    creator.stdin.close()
+    creator.stdout.close()
+    assert left.is_dir() and str(creator.pid) in left.name
+    made = [make_pool_dir()]  # this process is alive: its dir stays
+    link = left.with_name(left.name + "x")
+    link.symlink_to(made[0])  # named like a dead run's dir, but a link: never followed or removed
+    try:
+        pool = PoolProc(left, preload="none")  # a pool launched there outlives the killed run
+        try:
+            assert left.name not in clean_pool_dirs() and (left / "pool.sock").exists()
+        finally:
+            pool.kill()
+        made.append(make_pool_dir())  # the next start
+        assert not left.exists()
+        assert all(m.is_dir() for m in made) and link.is_symlink()
+    finally:
+        link.unlink()
+        for path in (*made, left):
+            shutil.rmtree(path, ignore_errors=True)

@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import textwrap
 import threading
 from pathlib import Path
@@ -26,7 +25,7 @@ from kernel.supervision import pool_client
 from kernel.supervision.supervisor import Worker, WorkerDied
 from protocol import pool as P
 from protocol.messages import RunTool
-from tests.support.warm import ROOT, PoolProc, children_of, gone, private_pool
+from tests.support.warm import ROOT, PoolProc, children_of, gone, make_pool_dir, private_pool
 
 
 def holding(marker: str) -> list[psutil.Process]:
@@ -151,7 +150,7 @@ def test_a_pool_that_dies_during_the_request_means_a_cold_spawn(
     short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A stand-in pool reads the request and dies (closes) without answering."""
-    directory = Path(tempfile.mkdtemp(prefix="jw", dir="/tmp"))
+    directory = make_pool_dir()
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(directory / "pool.sock"))
     listener.listen(1)

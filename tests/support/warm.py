@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
+import re
 import select
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -16,9 +19,12 @@ from pathlib import Path
 
 import psutil
 
+from kernel.supervision.runtime import start_ticks
 from protocol import pool as P
 
 ROOT = Path(__file__).resolve().parents[2]
+POOL_DIR_ROOT = "/tmp"  # short: the pool's socket lives in it
+_POOL_DIR = re.compile(r"jw[a-z]*-(\d+)-(\d+)-[A-Za-z0-9_]+")
 
 
 def ask_status(directory: Path) -> P.State | None:
@@ -61,10 +67,63 @@ class PoolProc:
         return path.read_text() if path.exists() else ""
 
 
+def make_pool_dir(kind: str = "") -> Path:
+    """A fresh 0700 dir for a private pool, /tmp/jw<kind>-<pid>-<start ticks>-<random>, named
+    after this process; first removes this user's dead ones (`clean_pool_dirs`). The creator
+    removes its own at the end, but a killed test run or bench cannot."""
+    clean_pool_dirs()
+    pid = os.getpid()
+    prefix = f"jw{kind}-{pid}-{start_ticks(pid) or 0}-"
+    return Path(tempfile.mkdtemp(prefix=prefix, dir=POOL_DIR_ROOT))
+
+
+def clean_pool_dirs() -> list[str]:
+    """Remove this user's pool dirs made by `make_pool_dir` whose creator is gone and which no
+    pool serves (nobody holds pool.lock, which a live pool holds all its life); returns the
+    names removed. A dir of a live creator or a live pool, or not a real dir of ours, stays."""
+    removed = []
+    with contextlib.suppress(OSError), os.scandir(POOL_DIR_ROOT) as entries:
+        for entry in entries:
+            match = _POOL_DIR.fullmatch(entry.name)
+            if match is None or not _own_dir(entry):
+                continue
+            pid, ticks = int(match.group(1)), int(match.group(2))
+            actual = start_ticks(pid)  # a reused pid has other start ticks
+            if (actual is not None and ticks in (0, actual)) or _pool_serves(Path(entry.path)):
+                continue
+            shutil.rmtree(entry.path, ignore_errors=True)
+            removed.append(entry.name)
+    return removed
+
+
+def _own_dir(entry: os.DirEntry[str]) -> bool:
+    with contextlib.suppress(OSError):
+        info = entry.stat(follow_symlinks=False)
+        return stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid()
+    return False
+
+
+def _pool_serves(directory: Path) -> bool:
+    """A pool holds the dir's pool.lock (flock) from before it binds until it exits."""
+    try:
+        fd = os.open(directory / "pool.lock", os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # unsure counts as alive
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 @contextlib.contextmanager
 def private_pool(preload: str = "none", root: Path = ROOT) -> Iterator[PoolProc]:
     """A pool in a fresh 0700 dir, JMP_WARM=1 and JMP_WARM_DIR pointing at it meanwhile."""
-    directory = Path(tempfile.mkdtemp(prefix="jw", dir="/tmp"))
+    directory = make_pool_dir()
     saved = {k: os.environ.get(k) for k in ("JMP_WARM", "JMP_WARM_DIR")}
     pool = None
     try:
