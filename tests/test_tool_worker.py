@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kernel.supervision.supervisor import WorkerDied, WorkerFailed
+from kernel.supervision.supervisor import Worker, WorkerDied, WorkerFailed
 from kernel.supervision.tools import Tools
 from tests.support.workers import close_within, live_with, pid_running, wait_until
 
@@ -292,3 +292,22 @@ def test_the_shell_does_not_source_the_persons_rc_files(
         assert "rc=[]" in result.text and "RC-PRINTED" not in result.text
     finally:
         close_within(tools)
+
+
+def test_a_standalone_worker_removes_the_shell_dir_it_made(
+    tmp_path: Path, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --terminal-dir the worker makes a temp dir for its bash launcher; it is gone once
+    the worker exits. Cold: a fresh interpreter reads TMPDIR (a forked one's tempfile module
+    may have cached the pool's)."""
+    monkeypatch.setenv("JMP_WARM", "0")
+    tmp, workspace = tmp_path / "tmp", tmp_path / "ws"
+    tmp.mkdir()
+    workspace.mkdir()
+    env = {"TMPDIR": str(tmp)}
+    with Worker("tool", short_tmp, env=env, argv=["--workspace", str(workspace)]) as worker:
+        worker.start()
+        worker.wait_ready(120)
+        (made,) = tmp.glob("jmp-sh-*")
+        assert (made / "bash-norc").exists()
+    assert worker.exited and not made.exists()

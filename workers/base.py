@@ -73,9 +73,21 @@ def _prctl(option: int, value: int) -> None:
         libc.prctl(option, value, 0, 0, 0)
 
 
+_on_exit: list[Callable[[], None]] = []
+
+
+def on_exit(cleanup: Callable[[], None]) -> None:
+    """Run `cleanup` when this worker exits, any way but SIGKILL (after its tree is killed)."""
+    _on_exit.append(cleanup)
+
+
 def _die(code: int) -> None:
-    """Kill the tree and leave without running atexit hooks (they may wait on dead pipes)."""
+    """Kill the tree, run the on_exit cleanups, and leave without running atexit hooks (they
+    may wait on dead pipes)."""
     kill_tree()
+    for cleanup in _on_exit:
+        with contextlib.suppress(Exception):
+            cleanup()
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()

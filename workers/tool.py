@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -28,7 +30,7 @@ from protocol.messages import (
     Validate,
     Validated,
 )
-from workers.base import RequestFailed, main_for
+from workers.base import RequestFailed, main_for, on_exit
 from workers.shell import BashRunner, clamp_timeout, rc_free_bash, settle
 from workers.tool_binding import SLICES, check_edit, check_names, confine, protected_dirs, tool_spec
 from workers.tool_output import bash_result, editor_result
@@ -98,7 +100,10 @@ class ToolWorker:
         if self.terminal_dir:
             Path(self.terminal_dir).mkdir(parents=True, exist_ok=True)
         if self.shell_path is None:
-            folder = self.terminal_dir or tempfile.mkdtemp(prefix="jmp-sh-")
+            folder = self.terminal_dir
+            if not folder:  # standalone use: a dir of our own, gone when we exit
+                folder = tempfile.mkdtemp(prefix="jmp-sh-")
+                on_exit(functools.partial(shutil.rmtree, folder, ignore_errors=True))
             self.shell_path = rc_free_bash(Path(folder))
         executor = TerminalExecutor(
             working_dir=str(self.workspace),
