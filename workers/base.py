@@ -33,6 +33,7 @@ from protocol.messages import (
     Shutdown,
     WorkerKind,
 )
+from workers import reaper
 
 SILENCE_GRACE_MS = 1000  # after a stop, the socket's I/O thread needs a moment to deliver
 KERNEL_SILENCE_S = 6.0  # no kernel message for this long: the kernel is gone or wedged (a loaded
@@ -61,10 +62,7 @@ def kill_tree() -> None:
         kids = psutil.Process().children(recursive=True)
         if not kids:
             return
-        for kid in kids:
-            with contextlib.suppress(psutil.Error):
-                kid.kill()
-        psutil.wait_procs(kids, timeout=1.0)
+        reaper.kill(kids, wait_s=1.0)
 
 
 def _prctl(option: int, value: int) -> None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
 import sys
 from typing import TYPE_CHECKING
 
@@ -23,6 +22,7 @@ if TYPE_CHECKING:  # OpenHands' package init pulls in litellm (seconds): loaded 
 
 from protocol.mcp_config import RemoteServer, ServerConfig
 from protocol.spawn import TOKEN_ENV as TREE_TOKEN_ENV
+from workers import reaper
 
 CLOSE_TIMEOUT_S = 5.0  # per server; mcp itself waits 2 s after closing stdin, then kills
 TOKEN_VAR = "JMP_MCP_TOOLSET"  # marks our servers' environment so close() can find them
@@ -87,15 +87,4 @@ def kill(procs: list[psutil.Process]) -> None:
     """SIGKILL each server's process group (mcp made each server a group leader). A server that
     already exited may have been reaped and its pid reused by an unrelated process (another
     jmp kernel among them): psutil's create-time check keeps such a pid untouched."""
-    for proc in {p.pid: p for p in procs}.values():
-        try:
-            if not proc.is_running():
-                continue
-            pid = proc.pid
-            if os.getpgid(pid) == pid and pid != os.getpgrp():
-                os.killpg(pid, signal.SIGKILL)
-            else:
-                proc.kill()
-            proc.wait(timeout=CLOSE_TIMEOUT_S)
-        except (ProcessLookupError, psutil.NoSuchProcess, psutil.TimeoutExpired, PermissionError):
-            continue
+    reaper.kill(procs, groups=True, wait_s=CLOSE_TIMEOUT_S)

@@ -35,6 +35,8 @@ from typing import Any
 
 import psutil
 
+from workers import reaper
+
 INTERRUPT_GRACE_S = 1.0  # after C-c, the command's processes get this long before SIGKILL
 INLINE_CHARS = 4000  # longer commands are sourced from a file
 INLINE_LINES = 20  # so are commands with more lines (OpenHands paces each line)
@@ -282,6 +284,4 @@ def _kill_foreground(shell: Any) -> None:
     except (OSError, TypeError, AttributeError):
         pass
     with contextlib.suppress(psutil.Error):  # no job control to go by: every descendant
-        for proc in psutil.Process(process.pid).children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                proc.kill()
+        reaper.kill(psutil.Process(process.pid).children(recursive=True))
