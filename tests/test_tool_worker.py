@@ -3,6 +3,7 @@ refusals."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import signal
@@ -15,10 +16,12 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from kernel.supervision.supervisor import Worker, WorkerDied, WorkerFailed
 from kernel.supervision.tools import Tools
+from tests.support.warm import private_pool
 from tests.support.workers import close_within, live_with, pid_running, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -294,20 +297,27 @@ def test_the_shell_does_not_source_the_persons_rc_files(
         close_within(tools)
 
 
-def test_a_standalone_worker_removes_the_shell_dir_it_made(
-    tmp_path: Path, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("warm", [False, True])
+def test_a_standalone_worker_removes_the_shell_dir_it_made_in_its_tmpdir(
+    tmp_path: Path, short_tmp: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
 ) -> None:
-    """Without --terminal-dir the worker makes a temp dir for its bash launcher; it is gone once
-    the worker exits. Cold: a fresh interpreter reads TMPDIR (a forked one's tempfile module
-    may have cached the pool's)."""
+    """Without --terminal-dir the worker makes a temp dir for its bash launcher, in its
+    kernel's TMPDIR (warm too: the pool's preload cached the pool's own in `tempfile`); it is
+    gone once the worker exits."""
     monkeypatch.setenv("JMP_WARM", "0")
     tmp, workspace = tmp_path / "tmp", tmp_path / "ws"
     tmp.mkdir()
     workspace.mkdir()
     env = {"TMPDIR": str(tmp)}
-    with Worker("tool", short_tmp, env=env, argv=["--workspace", str(workspace)]) as worker:
+    with contextlib.ExitStack() as stack:
+        pool = stack.enter_context(private_pool(preload="tool")) if warm else None
+        worker = Worker("tool", short_tmp, env=env, argv=["--workspace", str(workspace)])
+        stack.enter_context(worker)
         worker.start()
         worker.wait_ready(120)
+        if pool is not None:
+            assert psutil.Process(worker.pid or 0).ppid() == pool.pid  # forked by the pool
         (made,) = tmp.glob("jmp-sh-*")
         assert (made / "bash-norc").exists()
-    assert worker.exited and not made.exists()
+        worker.close()
+        assert worker.exited and not made.exists()

@@ -18,6 +18,7 @@ import resource
 import runpy
 import signal
 import sys
+import tempfile
 import traceback
 
 # kind -> modules whose import is the slow part of that worker's start
@@ -189,6 +190,7 @@ def become_worker(
         os.chdir(cwd)
         os.environ.clear()
         os.environ.update(env)
+        tempfile.tempdir = None  # the preload cached the pool's TMPDIR: use the kernel's
         kind = module.rsplit(".", 1)[-1]
         set_title(f"jmp-{kind}", [sys.executable, "-m", module, *argv])
         import workers.base
