@@ -13,14 +13,26 @@ import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import psutil
 import pytest
 
+from protocol import pool as P
 from tests.acp.helpers import left_running
 from tests.support.cli import Cli
-from tests.support.warm import ROOT, PoolProc, clean_pool_dirs, make_pool_dir, private_pool
+from tests.support.warm import (
+    ROOT,
+    PoolProc,
+    ask_status,
+    clean_pool_dirs,
+    gone,
+    make_pool_dir,
+    pool_pids,
+    private_pool,
+    stop_pools_started,
+)
 from tests.test_e2e_crash import of_this_test
 
 KERNEL = textwrap.dedent(
@@ -101,3 +113,22 @@ def test_a_killed_runs_pool_dir_is_removed_at_the_next_start_unless_a_pool_serve
         link.unlink()
         for path in (*made, left):
             shutil.rmtree(path, ignore_errors=True)
+
+
+def test_a_pool_a_kernel_launched_into_a_private_dir_is_stopped_at_the_end() -> None:
+    """A kernel under test may launch a detached pool into a test's private dir (to replace a
+    stale one); the session's `stop_pools_started` kills it with the others."""
+    directory = make_pool_dir()
+    try:
+        with stop_pools_started(directory / "other"):
+            argv = [*P.serve_argv(sys.executable, directory, 600, "none"), "--detach"]
+            subprocess.run(argv, env=P.pool_env(os.environ), cwd="/", check=True)
+            state = ask_status(directory)
+            deadline = time.monotonic() + 60  # a liveness bound: the pool answers once imported
+            while state is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+                state = ask_status(directory)
+            assert state is not None and pool_pids(directory) == [state.pid]
+        assert gone([state.pid]) and pool_pids(directory) == []
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

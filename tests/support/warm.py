@@ -271,13 +271,31 @@ def launch_pool(directory: Path) -> None:
 
 @contextlib.contextmanager
 def stop_pools_started(private: Path) -> Iterator[None]:
-    """Kill, at the end, every pool serving `private` or started meanwhile in the default dir."""
+    """Kill, at the end, every pool serving `private`, a dir this process made
+    (`make_pool_dir`: a kernel under test may launch a pool into a test's private dir, e.g.
+    to replace a stale one), or started meanwhile in the default dir."""
     env = {k: v for k, v in os.environ.items() if k != "JMP_WARM_DIR"}
     default = P.pool_dir(env, os.getuid())
     before = set(pool_pids(default))
     try:
         yield
     finally:
-        for pid in pool_pids(private) + [p for p in pool_pids(default) if p not in before]:
+        started = [p for p in pool_pids(default) if p not in before]
+        for pid in pool_pids(private) + pools_in_dirs_made_here() + started:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def pools_in_dirs_made_here() -> list[int]:
+    """Pids of pools serving a dir that `make_pool_dir` made in this process (by title)."""
+    pid = os.getpid()
+    mine = (str(pid), str(start_ticks(pid) or 0))
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmd = [c for c in proc.info["cmdline"] or [] if c]
+        if len(cmd) < 2 or cmd[0] != P.TITLE or Path(cmd[1]).parent != Path(POOL_DIR_ROOT):
+            continue
+        match = _POOL_DIR.fullmatch(Path(cmd[1]).name)
+        if match and match.groups() == mine:
+            found.append(proc.pid)
+    return found
