@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 import threading
@@ -102,18 +103,28 @@ def _early_router(options: Any, settings: Any, printer: Any) -> Any:
 
 def run(options: Any, printer: Any) -> int:
     """Drive the agent for one invocation; exit 0 for completed/compacted, else 2."""
-    from kernel.config.settings import Settings
-
-    settings = Settings.environment()
-    router = _early_router(options, settings, printer)
+    # The cyclic GC stays off while the kernel imports and opens the session: those
+    # allocations are nearly all long-lived, and its 30 collections were 7-10% of a warm
+    # start to the first Jev request (issue 11). Before the run begins, what start-up made
+    # is frozen (never walked again) and the GC is on.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        return _drive(options, printer, settings, router)
+        from kernel.config.settings import Settings
+
+        settings = Settings.environment()
+        router = _early_router(options, settings, printer)
+        try:
+            return _drive(options, printer, settings, router, collecting)
+        finally:
+            if router is not None:
+                router.close()  # a no-op once the Models that adopted it closed it
     finally:
-        if router is not None:
-            router.close()  # a no-op once the Models that adopted it closed it
+        if collecting:
+            gc.enable()
 
 
-def _drive(options: Any, printer: Any, settings: Any, router: Any) -> int:
+def _drive(options: Any, printer: Any, settings: Any, router: Any, collecting: bool) -> int:
     from kernel.loop.agent import Agent
     from kernel.loop.prompts import instructions
     from kernel.supervision.models import Models
@@ -139,6 +150,9 @@ def _drive(options: Any, printer: Any, settings: Any, router: Any) -> int:
         models = Models(session, settings, router)
         tools = Tools(session.workspace, session.directory / "terminal", servers)
         agent = Agent(session, models, tools, instructions=instructions(), cancel=cancel)
+        if collecting:
+            gc.freeze()  # what start-up made lives on: later collections never walk it
+            gc.enable()
         result = agent.run(
             prompt=options.prompt,
             compact=options.compact,

@@ -19,7 +19,7 @@ ALLOWED = {
 # Needed, but never at import: each costs about a bare interpreter's start.
 LAZY = {
     "zmq": "the worker sockets: imported by a worker's I/O thread (kernel/supervision/wire.py)",
-    "psutil": "process trees: imported when a tree is first recorded or killed (proctree.py)",
+    "psutil": "process trees: imported when a tree is killed (proctree.py; recording reads /proc)",
 }
 OURS = {"kernel", "protocol"}
 CODE = """

@@ -248,26 +248,39 @@ def test_worker_and_shell_exit_when_the_kernel_is_sigkilled(tmp_path: Path) -> N
             proc.kill()
 
 
-def test_the_first_command_on_a_slow_new_shell_gets_its_own_output(tmp_path: Path) -> None:
+@pytest.mark.parametrize("start_s", [0, 2])
+def test_the_first_command_on_a_new_shell_gets_its_own_output(tmp_path: Path, start_s: int) -> None:
     """Found under load: OpenHands types the terminal's setup line and sleeps a blind second; a
     bash that had not run it by then printed its echo and prompt after the screen was cleared,
     and the first call returned that text (or its own echo) with exit code 0 while its command
-    still ran. A bash that takes two seconds to start makes every machine that slow."""
+    still ran. A bash that takes two seconds to start makes every machine that slow. The blind
+    second itself is skipped (issue 11: it was most of a warm worker's first effect), so a
+    shell that starts at once must be proven settled too."""
     import shutil
 
     from openhands.tools.terminal.definition import TerminalAction
-    from openhands.tools.terminal.impl import TerminalExecutor
 
-    from workers.shell import BashRunner, settle
+    from workers import terminal_start
+    from workers.shell import BashRunner
 
     slow = tmp_path / "slow-bash"
-    slow.write_text(f'#!/bin/sh\nsleep 2\nexec {shutil.which("bash")} --norc "$@"\n')
+    slow.write_text(f'#!/bin/sh\nsleep {start_s}\nexec {shutil.which("bash")} --norc "$@"\n')
     slow.chmod(0o700)
-    executor = TerminalExecutor(
-        working_dir=str(tmp_path), terminal_type="subprocess", shell_path=str(slow)
-    )
+    skipped: list[list[float]] = []
+    real = terminal_start.without_blind_wait
+
+    @contextlib.contextmanager
+    def spy() -> Iterator[list[float]]:
+        with real() as waits:
+            skipped.append(waits)
+            yield waits
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(terminal_start, "without_blind_wait", spy)
+        executor = terminal_start.start_terminal(str(tmp_path), str(slow), None)
     try:
-        settle(executor.session.terminal)
+        # OpenHands' one blind wait was skipped: if its start changes, this says so.
+        assert skipped == [[terminal_start.BLIND_WAIT_S]]
         action = TerminalAction(command="echo first-$((6*7)); false")
         text = BashRunner(None, 30, 100_000).run(executor, action, threading.Event())
         observation = text.observation
@@ -275,8 +288,30 @@ def test_the_first_command_on_a_slow_new_shell_gets_its_own_output(tmp_path: Pat
         # Neither the setup line nor the command's own echo is output (both leaked before).
         assert "PROMPT_COMMAND" not in observation.text
         assert "echo first" not in observation.text
+        assert "JMP_SETTLED" not in observation.text
     finally:
         executor.close()
+
+
+def test_only_the_starting_threads_blind_wait_is_skipped() -> None:
+    """The patched `time` of OpenHands' terminal module skips one 1.0 s sleep of the thread
+    that starts a terminal; any other thread's sleep (a PTY reader, a second worker thread)
+    and any other length stay real, and the module gets its `time` back afterwards."""
+    from openhands.tools.terminal.terminal import subprocess_terminal as module
+
+    from workers.terminal_start import without_blind_wait
+
+    with without_blind_wait() as skipped:
+        other = threading.Thread(target=module.time.sleep, args=(1.0,))
+        other.start()
+        other.join()
+        assert skipped == []  # another thread's second was real
+        module.time.sleep(1.0)  # this thread's: skipped
+        assert skipped == [1.0]
+        module.time.sleep(0.01)  # another length: real
+        module.time.sleep(1.0)  # only once
+        assert skipped == [1.0]
+    assert module.time is time
 
 
 def test_the_shell_does_not_source_the_persons_rc_files(

@@ -187,6 +187,9 @@ class GeneratorHandler:
             max_retries=MAX_RETRIES,
             timeout=TIMEOUT,
         )
+        # openai imports its chat resources on first use (0.8 s here): at start, before Ready,
+        # not inside the first request (a forked worker finds them preloaded by the pool).
+        _ = self.client.chat.completions
 
     def __call__(self, request: Msg, send: Callable[[Msg], None], cancel: threading.Event) -> Msg:
         if not isinstance(request, Generate):

@@ -23,9 +23,7 @@ import math
 import os
 import re
 import shlex
-import shutil
 import signal
-import sys
 import threading
 import time
 import uuid
@@ -36,11 +34,11 @@ from typing import Any
 import psutil
 
 from workers import reaper
+from workers.terminal_start import settle
 
 INTERRUPT_GRACE_S = 1.0  # after C-c, the command's processes get this long before SIGKILL
 INLINE_CHARS = 4000  # longer commands are sourced from a file
 INLINE_LINES = 20  # so are commands with more lines (OpenHands paces each line)
-SETTLE_S = 60.0  # a new shell that has not run its setup line by then is reported, not waited on
 BACKSTOP_S = 3 * INTERRUPT_GRACE_S + 5.0  # OpenHands' own limit, after ours has acted
 PS1_BEGIN = "\n###PS1JSON###"
 OPENHANDS_CUT = "<response clipped><NOTE>Due to the max output limit"
@@ -182,48 +180,6 @@ class BashRunner:
                 "the command was stopped]"
             )
         return output
-
-
-def rc_free_bash(folder: Path) -> str | None:
-    """A launcher for `bash --noprofile --norc`, for OpenHands' `bash -i` (None: no bash).
-
-    The worker's environment is the kernel's, which the person's own shell already set up, so
-    the terminal does not source ~/.bashrc again: rc files are slow (pyenv's rehash in it waits
-    60 s on a lock a killed shell left behind), print text into the first command's output,
-    and would make the same session behave differently on each machine.
-    """
-    bash = shutil.which("bash")
-    if bash is None:
-        return None
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "bash-norc"
-    temp = folder / f".bash-norc.{os.getpid()}"
-    temp.write_text(f'#!/bin/sh\nexec {shlex.quote(bash)} --noprofile --norc "$@"\n')
-    temp.chmod(0o700)
-    os.replace(temp, path)
-    return str(path)
-
-
-def settle(shell: Any, timeout_s: float = SETTLE_S) -> None:
-    """Return once bash has run everything typed into a new terminal, with a clean screen.
-
-    OpenHands' SubprocessTerminal.initialize types its setup line (PS1, PROMPT_COMMAND), sleeps
-    a blind second and clears the screen. On a loaded machine bash has not run that line by
-    then: its echo and first prompt arrive after the clear, and the first command's call reads
-    them as its own output, finished with exit code 0, while the command still runs. Bash runs
-    its input in order, so a marker that only the executed command prints (the echo of the
-    typed line shows `%s`, not the joined marker), followed by a prompt, proves the setup ran.
-    """
-    token = uuid.uuid4().hex[:12]
-    shell._write_pty(f"printf 'JMP_SETTLED_%s\\n' {token}\n".encode())  # as initialize types
-    marker = f"JMP_SETTLED_{token}"  # the typed line's echo never holds it joined
-    deadline = time.monotonic() + timeout_s
-    ok = shell._wait_for_output(marker, timeout=timeout_s)
-    ok = ok and shell._wait_for_prompt(timeout=max(deadline - time.monotonic(), 0.1))
-    if not ok:
-        print(f"tool worker: the shell did not settle within {timeout_s:.0f} s", file=sys.stderr)
-    shell.clear_screen()
-    shell._jmp_settled = True
 
 
 def _without_echo(raw: str, sent: str) -> str:

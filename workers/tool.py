@@ -31,7 +31,8 @@ from protocol.messages import (
     Validated,
 )
 from workers.base import RequestFailed, main_for, on_exit
-from workers.shell import BashRunner, clamp_timeout, rc_free_bash, settle
+from workers.shell import BashRunner, clamp_timeout
+from workers.terminal_start import rc_free_bash, start_terminal
 from workers.tool_binding import SLICES, check_edit, check_names, confine, protected_dirs, tool_spec
 from workers.tool_output import bash_result, editor_result
 
@@ -86,7 +87,8 @@ class ToolWorker:
         self.models |= {"edit": FileEditorAction, "bash": TerminalAction}
         from workers.editor import workspace_executor
 
-        self.editor = workspace_executor(self.workspace)
+        history = Path(self.terminal_dir, "editor-history") if self.terminal_dir else None
+        self.editor = workspace_executor(self.workspace, history)
         self.terminal = self._new_terminal()
         self.specs = [
             tool_spec(t.name, self.models[t.name], self.bash.timeout_s)
@@ -95,8 +97,6 @@ class ToolWorker:
         self._start_mcp()
 
     def _new_terminal(self) -> Any:
-        from openhands.tools.terminal.impl import TerminalExecutor
-
         if self.terminal_dir:
             Path(self.terminal_dir).mkdir(parents=True, exist_ok=True)
         if self.shell_path is None:
@@ -105,14 +105,7 @@ class ToolWorker:
                 folder = tempfile.mkdtemp(prefix="jmp-sh-")
                 on_exit(functools.partial(shutil.rmtree, folder, ignore_errors=True))
             self.shell_path = rc_free_bash(Path(folder))
-        executor = TerminalExecutor(
-            working_dir=str(self.workspace),
-            terminal_type="subprocess",  # never tmux: its server would outlive our tree
-            shell_path=self.shell_path,  # bash without rc files (see rc_free_bash)
-            full_output_save_dir=self.terminal_dir,
-        )
-        settle(executor.session.terminal)  # before Ready: the first call finds a settled shell
-        return executor
+        return start_terminal(str(self.workspace), self.shell_path, self.terminal_dir)
 
     def _start_mcp(self) -> None:
         config, self.mcp_config = self.mcp_config.strip(), ""

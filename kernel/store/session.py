@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import shutil
 import sys
 import threading
 import time
@@ -100,6 +99,8 @@ class Session:
         except BaseException:
             log.close()
             lock.release()
+            import shutil  # on the way out: its import (bz2, lzma) slows a warm start
+
             shutil.rmtree(staging, ignore_errors=True)
             raise
         # flock and the log's descriptor follow their inodes through the rename

@@ -10,7 +10,6 @@ effect), so a lost request leaves a `model_started` without `usage`. Failures co
 from __future__ import annotations
 
 import itertools
-import shutil
 import threading
 from functools import partial
 from pathlib import Path
@@ -202,5 +201,7 @@ class Models:
             slot.close()
         self._slots = {}
         if self._runtime is not None:
+            import shutil  # on the way out: its import (bz2, lzma) slows a warm start
+
             shutil.rmtree(self._runtime, ignore_errors=True)
             self._runtime = None

@@ -16,7 +16,6 @@ import os
 import select
 import socket
 import struct
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -207,6 +206,8 @@ def start(replace: bool = False) -> None:
         _launched = True
     if check_dir(path) or (not replace and _locked(path)):
         return
+    import subprocess  # only to launch a pool: a served kernel never needs it
+
     argv = [*P.serve_argv(sys.executable, path, P.idle_timeout(os.environ)), "--detach"]
     with contextlib.suppress(OSError):
         proc = subprocess.Popen(

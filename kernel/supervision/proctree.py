@@ -1,12 +1,13 @@
 """Find and kill a worker's whole process tree, including shells that left its group.
 
 Three nets, because each alone misses something: the worker's process group (what it spawned
-directly), the descendants recorded while it was alive (pid + create_time, so a recycled pid is
+directly), the descendants recorded while it was alive (pid + start time, so a recycled pid is
 never killed), and an environment token every descendant inherits (children born after the
 last record, or reparented away from the worker).
 
-psutil is imported on first use, in the wire thread, not when the kernel starts (it costs about
-1x a bare interpreter start, and the first model request does not need it).
+Recording reads /proc directly: it runs in the wire thread while every worker starts, and
+psutil's import alone (about 1x a bare interpreter start, holding the GIL) delayed the first
+model request. psutil is imported only to kill (survivors, kill_all), where its care pays.
 """
 
 from __future__ import annotations
@@ -29,19 +30,22 @@ class TreeRecord:
     def __init__(self, root_pid: int, token: str) -> None:
         self.root_pid = root_pid
         self.token = token
-        self.seen: dict[int, float] = {}  # pid -> create_time
+        self.seen: dict[int, int] = {}  # pid -> start time (clock ticks after boot)
 
     def record(self) -> None:
         """Remember the root's current descendants; a gone root is not an error."""
-        import psutil
-
-        try:
-            kids = psutil.Process(self.root_pid).children(recursive=True)
-        except psutil.Error:
+        parents = _parents()
+        if self.root_pid not in parents:
             return
-        for kid in kids:
-            with contextlib.suppress(psutil.Error):
-                self.seen.setdefault(kid.pid, kid.create_time())
+        children: dict[int, list[int]] = {}
+        for pid, (ppid, _) in parents.items():
+            children.setdefault(ppid, []).append(pid)
+        stack = list(children.get(self.root_pid, ()))
+        while stack:
+            pid = stack.pop()
+            if pid not in self.seen:  # a pid (with its start time) is remembered once
+                self.seen[pid] = parents[pid][1]
+            stack.extend(children.get(pid, ()))
 
     def survivors(self) -> list[psutil.Process]:
         """Recorded descendants and token holders that are still running."""
@@ -51,7 +55,7 @@ class TreeRecord:
         for pid, created in self.seen.items():
             with contextlib.suppress(psutil.Error):
                 proc = psutil.Process(pid)
-                if proc.create_time() == created and _running(proc):
+                if _start_ticks(pid) == created and _running(proc):
                     found[pid] = proc
         for proc in psutil.process_iter():
             if proc.pid in found or proc.pid == os.getpid():
@@ -88,3 +92,27 @@ def _running(proc: psutil.Process) -> bool:
         return bool(proc.status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
+
+
+def _stat(pid: str) -> tuple[int, int] | None:
+    """(parent pid, start time in clock ticks) from /proc/PID/stat; None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()  # the name may hold spaces and ')'
+        return int(fields[1]), int(fields[19])  # fields 4 and 22 of proc(5)
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _start_ticks(pid: int) -> int | None:
+    found = _stat(str(pid))
+    return None if found is None else found[1]
+
+
+def _parents() -> dict[int, tuple[int, int]]:
+    """Every process: pid -> (parent pid, start time). One pass over /proc, no psutil."""
+    table = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit() and (found := _stat(name)) is not None:
+            table[int(name)] = found
+    return table

@@ -51,7 +51,6 @@ limits (task load, observe) are in kernel/harness/workers.py.
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -62,7 +61,14 @@ from protocol.messages import HEARTBEAT_MS
 if TYPE_CHECKING:
     from kernel.supervision.supervisor import Worker
 
-log = logging.getLogger("jmp.supervisor")
+
+def warn(message: str, *args: object) -> None:
+    """A warning on the `jmp.supervisor` logger. logging is imported only when one is written:
+    its import alone was 3% of a warm start to the first Jev request (issue 11)."""
+    import logging
+
+    logging.getLogger("jmp.supervisor").warning(message, *args)
+
 
 IO_TICK_MS = 50
 STARTUP_GRACE_S = 30.0
@@ -159,7 +165,7 @@ class WorkerSlot:
             except WorkerDied as exc:
                 if not resend or attempt == 2 or (cancel is not None and cancel.is_set()):
                     raise
-                log.warning("%s; its request goes once more, to a fresh worker", exc)
+                warn("%s; its request goes once more, to a fresh worker", exc)
         raise AssertionError("unreachable: the second attempt returns or raises")
 
     def close(self) -> None:

@@ -12,9 +12,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import stat
-import tempfile
 from pathlib import Path
 
 RUNTIME_ROOT = "/tmp"  # short: Unix socket paths are capped near 107 bytes
@@ -42,7 +40,14 @@ def make_runtime_dir() -> Path:
     clean_stale_runtime_dirs()
     pid = os.getpid()
     prefix = f"jmp-{pid}-{start_ticks(pid) or 0}-"
-    return Path(tempfile.mkdtemp(prefix=prefix, dir=RUNTIME_ROOT))
+    for _ in range(100):  # tempfile.mkdtemp's way, without its import (shutil, random)
+        path = Path(RUNTIME_ROOT, prefix + os.urandom(8).hex())
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            continue
+        return path
+    raise FileExistsError(f"no free runtime directory name under {RUNTIME_ROOT}")
 
 
 def clean_stale_runtime_dirs(force: bool = False) -> list[str]:
@@ -60,11 +65,15 @@ def clean_stale_runtime_dirs(force: bool = False) -> list[str]:
     except OSError:
         return []
     for entry in entries:
+        if not entry.name.startswith("jmp-"):  # /tmp may hold thousands of others: be quick
+            continue
         match = _NAME.fullmatch(entry.name)
         if match is None or not _mine(entry):
             continue
         if _owner_alive(int(match.group(1)), int(match.group(2))):
             continue
+        import shutil
+
         with contextlib.suppress(OSError):
             shutil.rmtree(entry.path)  # fd-based on Linux: never follows a link inside
             removed.append(entry.name)

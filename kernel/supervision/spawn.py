@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from typing import IO, Any, Protocol
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from kernel.supervision import pool_client
+
+if TYPE_CHECKING:
+    import subprocess
 
 
 class Proc(Protocol):
@@ -60,6 +62,8 @@ def spawn_process(
         if warm is not None:
             return warm
     stderr_fd = _stderr_fd()
+    import subprocess  # the cold path only: a warm start never needs it
+
     popen = subprocess.Popen(
         argv,
         stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,

@@ -9,7 +9,6 @@ during `RunTool` surfaces as `WorkerDied` (its whole tree already gone) and is n
 from __future__ import annotations
 
 import json
-import shutil
 import threading
 import uuid
 from pathlib import Path
@@ -150,6 +149,8 @@ class Tools:
         """Stop the worker and its whole tree; remove the runtime dir. Idempotent."""
         self._slot.close()
         if self._runtime_dir is not None:
+            import shutil  # on the way out: its import (bz2, lzma) slows a warm start
+
             shutil.rmtree(self._runtime_dir, ignore_errors=True)
             self._runtime_dir = None
 

@@ -7,7 +7,6 @@ queues; a death arrives in the same queue as a `Death`, after the whole tree has
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import queue
 import threading
@@ -27,7 +26,6 @@ from protocol.messages import Failed, Heartbeat, Ready
 if TYPE_CHECKING:
     import zmq
 
-log = logging.getLogger("jmp.supervisor")
 _MAX_BAD_LOGS = 5
 
 
@@ -259,9 +257,9 @@ class WireThread:
         self._bad_frames += 1
         if self._bad_frames <= _MAX_BAD_LOGS:
             why = self.redact(why) if self.redact is not None else why
-            log.warning("%s worker: dropped a frame: %s", self.kind, why)
+            limits.warn("%s worker: dropped a frame: %s", self.kind, why)
         elif self._bad_frames == _MAX_BAD_LOGS + 1:
-            log.warning("%s worker: dropping further bad frames silently", self.kind)
+            limits.warn("%s worker: dropping further bad frames silently", self.kind)
 
     def _bury(self, proc: Proc, tree: TreeRecord, reason: str) -> None:
         """Kill the tree while the (possibly zombie) root still pins its pid, then reap."""
