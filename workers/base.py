@@ -19,7 +19,6 @@ from collections.abc import Callable
 from typing import Any
 
 import msgspec
-import psutil
 import zmq
 
 from protocol.codec import UnsupportedVersion, decode_to_worker, encode_frame
@@ -33,7 +32,7 @@ from protocol.messages import (
     Shutdown,
     WorkerKind,
 )
-from workers import reaper
+from workers.reaper import kill_tree
 
 SILENCE_GRACE_MS = 1000  # after a stop, the socket's I/O thread needs a moment to deliver
 KERNEL_SILENCE_S = 6.0  # no kernel message for this long: the kernel is gone or wedged (a loaded
@@ -54,15 +53,6 @@ class RequestFailed(Exception):
         super().__init__(detail)
         self.code: FailCode = code
         self.detail = detail
-
-
-def kill_tree() -> None:
-    """SIGKILL every descendant (orphans included: this process is a subreaper) and reap them."""
-    for _ in range(3):  # a dying parent may fork once more; look again
-        kids = psutil.Process().children(recursive=True)
-        if not kids:
-            return
-        reaper.kill(kids, wait_s=1.0)
 
 
 def _prctl(option: int, value: int) -> None:

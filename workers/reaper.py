@@ -1,7 +1,8 @@
 """Killing processes a worker owns: the one mechanism behind its three jobs (the whole tree at
-exit, `workers/base.py`; an MCP server's group, `workers/mcp_launch.py`; the terminal's
-foreground job, `workers/shell.py`). Always SIGKILL: by then the process must stop now, and a
-polite signal has had its chance (a Ctrl+C, a closed stdin) where one exists.
+exit, `kill_tree` here, which `workers/base.py` runs; an MCP server's group,
+`workers/mcp_launch.py`; the terminal's foreground job, `workers/shell.py`). Always SIGKILL:
+by then the process must stop now, and a polite signal has had its chance (a Ctrl+C, a closed
+stdin) where one exists.
 """
 
 from __future__ import annotations
@@ -34,3 +35,13 @@ def kill(
     if wait_s <= 0 or not signalled:
         return signalled
     return psutil.wait_procs(signalled, timeout=wait_s)[1]
+
+
+def kill_tree() -> None:
+    """SIGKILL every descendant of this process (orphans included: a worker is a subreaper)
+    and reap them; what the worker does on its way out."""
+    for _ in range(3):  # a dying parent may fork once more; look again
+        kids = psutil.Process().children(recursive=True)
+        if not kids:
+            return
+        kill(kids, wait_s=1.0)

@@ -254,7 +254,8 @@ class ToolStep:
             return self.handle(tool).run(call_id, tool, arguments, cancel=self.cancel)
         except WorkerDied as exc:
             note = f"{exc}. The call's effect is unknown; nothing re-ran it."
-            self._uncertain(call_id, tool, target, note, exc.signal, exc.worker_exit_code)
+            how = {"signal": exc.signal, "exit_code": exc.worker_exit_code}
+            self._uncertain(call_id, tool, target, note, **how)
             raise RunEnded(
                 "blocked",
                 f"The tool worker died during {tool} {target!r}: its effect is unknown. Check it, "
@@ -271,31 +272,19 @@ class ToolStep:
                 ) from exc
             return ToolResult(reply_to=call_id, status="error", error=exc.detail, text=exc.detail)
 
-    def _uncertain(
-        self,
-        call_id: str,
-        tool: str,
-        target: str,
-        note: str,
-        signal: int | None = None,
-        exit_code: int | None = None,
-        mcp_server: bool = False,
-    ) -> None:
-        """`tool_uncertain` (worker_exit, not acknowledged), fsynced: the call has no end."""
-        self.session.append(
-            ToolUncertainData(
-                call_id=call_id,
-                tool=tool,
-                target=target,
-                cause="worker_exit",
-                acknowledged=False,
-                note=note,
-                signal=signal,
-                exit_code=exit_code,
-                mcp_server=mcp_server,
-            ),
-            durable=True,
+    def _uncertain(self, call_id: str, tool: str, target: str, note: str, **how: Any) -> None:
+        """`tool_uncertain` (worker_exit, not acknowledged), fsynced: the call has no end.
+        `how`: the dead worker's `signal` and `exit_code`, or `mcp_server=True`."""
+        data = ToolUncertainData(
+            call_id=call_id,
+            tool=tool,
+            target=target,
+            cause="worker_exit",
+            acknowledged=False,
+            note=note,
+            **how,
         )
+        self.session.append(data, durable=True)
 
     def _error(self, stage: str, error_class: str, message: str) -> None:
         message = preview(self.session.redactor.text(message), ERROR_PREVIEW_CHARS, "")
