@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -50,23 +52,58 @@ def jmp(short_tmp: Path, servers: tuple[Any, Any]) -> Any:
     return Cli(short_tmp, *servers)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def warm_pool_of_this_session(request: pytest.FixtureRequest) -> Iterator[Path]:
-    """Worker tests run warm by default, from one pool of this session's own in a private dir,
-    launched now when a test talks to the loopback models (its imports overlap the first tests,
-    which spawn cold meanwhile; other kernels launch it on demand, as a user's first run does)
-    and killed at the end with any pool a test started in the default dir.
-    `JMP_WARM=0 pytest ...` runs them all cold; a test of the cold path sets JMP_WARM=0 itself."""
-    from tests.support.warm import launch_pool, make_pool_dir, stop_pools_started
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """The suite's private pool dir is made before collection; on a run of whole directories
+    (`make test`) the pool is launched now, so its imports overlap collection instead of the
+    first tests (which would spawn cold meanwhile). A run of single files launches it later,
+    and only when a test talks to the loopback models."""
+    from tests.support.warm import launch_pool, make_pool_dir
 
     os.environ.setdefault("JMP_WARM", "1")
     private = make_pool_dir("p")  # and removes the dirs of killed runs
     os.environ["JMP_WARM_DIR"] = str(private)
+    _POOL["dir"] = private
+    broad = any(Path(str(arg).split("::")[0]).is_dir() for arg in session.config.args)
+    if _warm() and broad:
+        launch_pool(private)
+        _POOL["launched"] = True
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The private pool ends with the session even when no test ran (a collection error,
+    --collect-only): the fixture below never started then."""
+    from tests.support.warm import pool_pids
+
+    private = _POOL.get("dir")
+    if private is not None:
+        for pid in pool_pids(private):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(private, ignore_errors=True)
+
+
+_POOL: dict[str, Any] = {}  # the session's private pool: its dir, and whether it is launched
+
+
+def _warm() -> bool:
+    return os.environ["JMP_WARM"].strip() != "0"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def warm_pool_of_this_session(request: pytest.FixtureRequest) -> Iterator[Path]:
+    """Worker tests run warm by default, from one pool of this session's own in a private dir
+    (made at session start, launched there on a broad run), launched now otherwise when a test
+    talks to the loopback models (its imports overlap the first tests, which spawn cold
+    meanwhile; other kernels launch it on demand, as a user's first run does) and killed at the
+    end with any pool a test started in the default dir.
+    `JMP_WARM=0 pytest ...` runs them all cold; a test of the cold path sets JMP_WARM=0 itself."""
+    from tests.support.warm import launch_pool, stop_pools_started
+
+    private: Path = _POOL["dir"]
     with stop_pools_started(private):
         items = request.session.items
-        if os.environ["JMP_WARM"].strip() != "0" and any(
-            "servers" in i.fixturenames for i in items
-        ):
+        wanted = any("servers" in i.fixturenames for i in items)
+        if _warm() and wanted and not _POOL.get("launched"):
             launch_pool(private)
         yield private
     shutil.rmtree(private, ignore_errors=True)

@@ -20,7 +20,7 @@ from kernel.supervision.supervisor import Worker
 from protocol.codec import decode_from_worker, decode_to_worker, encode_frame
 from protocol.messages import Cancel, Failed, Heartbeat, Ready, RunTool, ToolResult
 from tests.support.workers import close_within, fake_worker, pid_running, wait_until
-from workers.base import KERNEL_SILENCE_S
+from workers.base import KERNEL_SILENCE_S, SILENCE_ENV, kernel_silence_s
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ["heartbeat", "route", "generate", "list_tools", "validate", "run_tool", "cancel", "ready"]
@@ -48,14 +48,15 @@ def random_frame(rng: random.Random) -> bytes:
 class FakeKernel:
     """The test plays the kernel: a bound ROUTER and a raw worker process."""
 
-    def __init__(self, runtime: Path) -> None:
+    def __init__(self, runtime: Path, env: dict[str, str] | None = None) -> None:
         self.ctx = zmq.Context()
         self.sock = self.ctx.socket(zmq.ROUTER)
         self.sock.setsockopt(zmq.LINGER, 0)
         self.sock.setsockopt(zmq.SNDHWM, 0)  # a ROUTER drops past its high-water mark
         endpoint = f"ipc://{runtime}/k.sock"
         self.sock.bind(endpoint)
-        env = {**os.environ, "JMP_KERNEL_PID": str(os.getpid()), "PYTHONPATH": str(ROOT)}
+        env = {**os.environ, **(env or {}), "JMP_KERNEL_PID": str(os.getpid())}
+        env["PYTHONPATH"] = str(ROOT)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "tests.fakes.worker", endpoint], env=env, cwd=ROOT
         )
@@ -84,6 +85,20 @@ class FakeKernel:
 @pytest.fixture
 def kernel(short_tmp: Path) -> Iterator[FakeKernel]:
     fake = FakeKernel(short_tmp)
+    try:
+        yield fake
+    finally:
+        fake.close()
+
+
+SILENCE_S = 2.0  # the worker's silence window in the tests of it (the default is 6 s)
+
+
+@pytest.fixture
+def quiet_kernel(short_tmp: Path) -> Iterator[FakeKernel]:
+    """A stand-in kernel whose worker has a silence window of SILENCE_S (JMP_KERNEL_SILENCE_S,
+    read at worker start): the tests of that window wait it out."""
+    fake = FakeKernel(short_tmp, {SILENCE_ENV: str(SILENCE_S)})
     try:
         yield fake
     finally:
@@ -144,11 +159,12 @@ def test_second_request_while_busy_is_refused(kernel: FakeKernel) -> None:
 
 
 @pytest.mark.slow  # asserts a wall-clock bound
-def test_worker_exits_when_the_kernel_falls_silent(kernel: FakeKernel) -> None:
+def test_worker_exits_when_the_kernel_falls_silent(quiet_kernel: FakeKernel) -> None:
+    kernel = quiet_kernel
     began = time.monotonic()
-    wait_until(lambda: kernel.proc.poll() is not None, KERNEL_SILENCE_S + 5, "the worker to quit")
+    wait_until(lambda: kernel.proc.poll() is not None, SILENCE_S + 5, "the worker to quit")
     waited = time.monotonic() - began
-    assert KERNEL_SILENCE_S - 0.5 < waited < KERNEL_SILENCE_S + 3 and kernel.proc.returncode == 3
+    assert SILENCE_S - 0.5 < waited < SILENCE_S + 3 and kernel.proc.returncode == 3
 
 
 def test_kernel_drops_garbage_from_any_peer(short_tmp: Path) -> None:
@@ -184,15 +200,16 @@ def test_closed_worker_context_terminates(short_tmp: Path) -> None:
 
 
 def test_a_worker_paused_past_the_silence_window_finds_the_heartbeats_and_stays(
-    kernel: FakeKernel,
+    quiet_kernel: FakeKernel,
 ) -> None:
     """Found by the chaos runner: on a loaded machine a starved worker woke up, saw no kernel
     message for the silence window and exited (status 3) while the kernel's heartbeats sat in
     its socket."""
+    kernel = quiet_kernel
     kernel.send(encode_frame(Heartbeat(pid=os.getpid())))
     os.kill(kernel.proc.pid, signal.SIGSTOP)  # stands in for a worker the scheduler starves
     try:
-        resume = time.monotonic() + KERNEL_SILENCE_S + 1.0  # longer than the silence window
+        resume = time.monotonic() + SILENCE_S + 1.0  # longer than the silence window
         while time.monotonic() < resume:  # the live kernel keeps beating meanwhile
             kernel.send(encode_frame(Heartbeat(pid=os.getpid())))
             time.sleep(0.2)
@@ -202,3 +219,11 @@ def test_a_worker_paused_past_the_silence_window_finds_the_heartbeats_and_stays(
     reply = kernel.recv(10)
     assert isinstance(reply, ToolResult) and reply.reply_to == "after"
     assert kernel.proc.poll() is None
+
+
+def test_the_silence_window_is_the_default_unless_set_to_a_positive_number() -> None:
+    assert KERNEL_SILENCE_S == 6.0
+    assert kernel_silence_s({}) == KERNEL_SILENCE_S
+    assert kernel_silence_s({SILENCE_ENV: "2.5"}) == 2.5
+    for bad in ("", "0", "-1", "soon", "nan", "inf"):
+        assert kernel_silence_s({SILENCE_ENV: bad}) == KERNEL_SILENCE_S, bad

@@ -38,6 +38,7 @@ SILENCE_GRACE_MS = 1000  # after a stop, the socket's I/O thread needs a moment 
 KERNEL_SILENCE_S = 6.0  # no kernel message for this long: the kernel is gone or wedged (a loaded
 # 2-core machine starved the kernel's I/O thread past 3 s; PDEATHSIG, the ppid check and the
 # pidfd catch a dead kernel at once, so this only bounds a wedged one)
+SILENCE_ENV = "JMP_KERNEL_SILENCE_S"  # a shorter window, read at worker start (tests of it)
 KERNEL_PID_ENV = "JMP_KERNEL_PID"
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -153,6 +154,7 @@ class _Loop:
         self.busy: str | None = "setup"
         self.cancel = threading.Event()
         self.last_kernel = time.monotonic()
+        self.silence_s = kernel_silence_s(os.environ)
 
     def post(self, msg: Any, final: bool = False) -> None:
         """Thread-safe send: queue the message and wake the main loop."""
@@ -250,11 +252,21 @@ def serve(
         ctx.term()
 
 
+def kernel_silence_s(env: dict[str, str] | os._Environ[str]) -> float:
+    """JMP_KERNEL_SILENCE_S (seconds, > 0), else KERNEL_SILENCE_S: the contract's window."""
+    try:
+        value = float(env.get(SILENCE_ENV) or KERNEL_SILENCE_S)
+    except ValueError:
+        return KERNEL_SILENCE_S
+    return value if 0 < value < float("inf") else KERNEL_SILENCE_S
+
+
 def _kernel_silent(loop: _Loop, now: float) -> bool:
-    """No kernel message for KERNEL_SILENCE_S, and none waiting either: a worker that was not
-    scheduled for a while (a loaded machine, a stop signal) finds the kernel's heartbeats
-    queued in its socket and must not mistake its own absence for the kernel's."""
-    if now - loop.last_kernel <= KERNEL_SILENCE_S:
+    """No kernel message for the silence window (`kernel_silence_s`), and none waiting either:
+    a worker that was not scheduled for a while (a loaded machine, a stop signal) finds the
+    kernel's heartbeats queued in its socket and must not mistake its own absence for the
+    kernel's."""
+    if now - loop.last_kernel <= loop.silence_s:
         return False
     # After a stop the socket's I/O thread may not yet have moved the queued heartbeats into
     # reach: give it a moment before calling the kernel gone.
