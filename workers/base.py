@@ -33,12 +33,9 @@ from protocol.messages import (
     WorkerKind,
 )
 from workers.reaper import kill_tree
+from workers.silence import kernel_silence_s
 
 SILENCE_GRACE_MS = 1000  # after a stop, the socket's I/O thread needs a moment to deliver
-KERNEL_SILENCE_S = 6.0  # no kernel message for this long: the kernel is gone or wedged (a loaded
-# 2-core machine starved the kernel's I/O thread past 3 s; PDEATHSIG, the ppid check and the
-# pidfd catch a dead kernel at once, so this only bounds a wedged one)
-SILENCE_ENV = "JMP_KERNEL_SILENCE_S"  # a shorter window, read at worker start (tests of it)
 KERNEL_PID_ENV = "JMP_KERNEL_PID"
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -250,15 +247,6 @@ def serve(
         kill_tree()
         sock.close()
         ctx.term()
-
-
-def kernel_silence_s(env: dict[str, str] | os._Environ[str]) -> float:
-    """JMP_KERNEL_SILENCE_S (seconds, > 0), else KERNEL_SILENCE_S: the contract's window."""
-    try:
-        value = float(env.get(SILENCE_ENV) or KERNEL_SILENCE_S)
-    except ValueError:
-        return KERNEL_SILENCE_S
-    return value if 0 < value < float("inf") else KERNEL_SILENCE_S
 
 
 def _kernel_silent(loop: _Loop, now: float) -> bool:
