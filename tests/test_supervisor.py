@@ -227,6 +227,19 @@ def test_graceful_close(workers: list[Worker], short_tmp: Path) -> None:
     assert not pid_running(pid)
 
 
+def test_stop_soon_asks_without_waiting_and_close_then_finds_it_gone(
+    workers: list[Worker], short_tmp: Path
+) -> None:
+    """A run's end tells every worker at once, then waits for each (the exits overlap)."""
+    worker = start(workers, short_tmp)
+    worker.wait_ready(30)
+    pid = worker.pid or 0
+    worker.stop_soon()
+    wait_until(lambda: not pid_running(pid), 10, "the worker to exit on its own")
+    close_within(worker, 5)
+    worker.stop_soon()  # after close: nothing to ask, no error
+
+
 def test_garbage_from_the_worker_is_dropped(
     workers: list[Worker], short_tmp: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

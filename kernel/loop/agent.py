@@ -148,6 +148,9 @@ class Agent:
         if self._tools_starting is not None:
             self._tools_starting.join()  # else a worker started after close would outlive it
         try:
+            for part in (self.models, self.tools):  # every worker is told at once: exits overlap
+                with contextlib.suppress(Exception):
+                    part.stop_soon()
             for part in (self.models, self.tools):
                 try:
                     part.close()

@@ -192,6 +192,11 @@ class Models:
         self._usage(stage, reply.usage)
         return reply
 
+    def stop_soon(self) -> None:
+        """Ask both workers to exit, without waiting; `close` waits."""
+        for slot in self._slots.values():
+            slot.stop_soon()
+
     def close(self) -> None:
         """Stop both workers and their trees; idempotent."""
         if self._early is not None:  # adopted but never started

@@ -169,6 +169,12 @@ class WorkerSlot:
                 warn("%s; its request goes once more, to a fresh worker", exc)
         raise AssertionError("unreachable: the second attempt returns or raises")
 
+    def stop_soon(self) -> None:
+        """Ask the worker to exit, without waiting (see Worker.stop_soon)."""
+        worker = self._worker
+        if worker is not None:
+            worker.stop_soon()
+
     def close(self) -> None:
         """Stop the worker and its whole tree; idempotent. A later `start()` spawns afresh."""
         with self._lock:

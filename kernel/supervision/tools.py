@@ -145,6 +145,10 @@ class Tools:
         reply: ToolResult = self._slot.request(msg, resend=False, cancel=cancel, timeout_s=backstop)
         return reply
 
+    def stop_soon(self) -> None:
+        """Ask the worker to exit, without waiting; `close` waits."""
+        self._slot.stop_soon()
+
     def close(self) -> None:
         """Stop the worker and its whole tree; remove the runtime dir. Idempotent."""
         self._slot.close()
