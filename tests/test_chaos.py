@@ -4,6 +4,7 @@ real kills against the real CLI finds nothing violated."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import tempfile
 from collections import Counter
@@ -88,9 +89,13 @@ def test_the_report_names_the_command_that_reproduces_an_iteration() -> None:
 @pytest.mark.timeout(
     900
 )  # two iterations, each 2-4 cold tool-worker starts (~10 s idle, minutes under load)
-def test_a_short_campaign_of_real_kills_violates_nothing() -> None:
+def test_a_short_campaign_of_real_kills_violates_nothing(warm_pool_of_this_session: Path) -> None:
+    """The campaign's workers come from the suite's pool, already preloaded (its own would
+    preload during the first iteration, whose workers start cold meanwhile); a kill of the
+    pool, when a plan has one, is survived: kernels launch it again on demand."""
     base = Path(tempfile.mkdtemp(prefix="jch", dir="/tmp"))  # ipc:// paths stay short
-    totals, reports, _ = campaign(2, seed=59, base=base, log=False, short=True)
+    warm = warm_pool_of_this_session if os.environ.get("JMP_WARM", "1").strip() != "0" else None
+    totals, reports, _ = campaign(2, seed=59, base=base, log=False, short=True, warm=warm)
     violations = [v for r in reports for v in r.violations]
     assert not violations, (violations, [str(r.root) for r in reports])
     assert {k.target for r in reports for k in r.plan.kills} >= {"kernel", "mcp"}

@@ -31,8 +31,11 @@ def campaign(
     log: bool = True,
     short: bool = False,
     minutes: float | None = None,
+    warm: Path | None = None,
 ) -> tuple[Counter[str], list[IterationReport], float]:
-    """Run the iterations in order; returns the summed figures, the reports and wall time."""
+    """Run the iterations in order; returns the summed figures, the reports and wall time.
+    `warm`: a pool directory the caller owns (the suite's, already preloaded), else the
+    campaign's own (`base/warm`, stopped at the end); a kill of the pool hits it either way."""
     command = jmp_command(jmp)
     base = base or Path(tempfile.mkdtemp(prefix="jmp-chaos-", dir="/tmp"))
     base.mkdir(parents=True, exist_ok=True)
@@ -43,7 +46,8 @@ def campaign(
         for index in range(first, first + iterations):
             if minutes is not None and time.monotonic() - started > minutes * 60:
                 break  # the time budget is spent: no new iteration starts
-            report = run_iteration(make_plan(seed, index, short=short), base, command, keep=keep)
+            plan = make_plan(seed, index, short=short)
+            report = run_iteration(plan, base, command, keep=keep, warm=warm)
             reports.append(report)
             totals.update(report.figures)
             totals["iterations"] += 1
@@ -56,7 +60,8 @@ def campaign(
                     flush=True,
                 )
     finally:
-        stop_pool(base / "warm")
+        if warm is None:
+            stop_pool(base / "warm")
     return totals, reports, time.monotonic() - started
 
 

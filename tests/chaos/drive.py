@@ -41,10 +41,12 @@ class IterationReport:
 class Driver:
     """A user at the terminal: task, reopen, acknowledge, follow-up; the plan's kills land."""
 
-    def __init__(self, plan: IterationPlan, base: Path, command: list[str]) -> None:
+    def __init__(
+        self, plan: IterationPlan, base: Path, command: list[str], warm: Path | None = None
+    ) -> None:
         self.plan = plan
         root = Path(tempfile.mkdtemp(prefix=f"c{plan.index}-", dir=base))
-        self.world = World(plan, root, base / "warm")
+        self.world = World(plan, root, warm or base / "warm")
         self.command = command
         self.report = IterationReport(plan, root)
         self.census = targets.Census(str(root))
@@ -182,11 +184,16 @@ class Driver:
 
 
 def run_iteration(
-    plan: IterationPlan, base: Path, command: list[str], keep: bool = False
+    plan: IterationPlan,
+    base: Path,
+    command: list[str],
+    keep: bool = False,
+    warm: Path | None = None,
 ) -> IterationReport:
-    """Run, check, and clean up (the directory stays when something was violated, or `keep`)."""
+    """Run, check, and clean up (the directory stays when something was violated, or `keep`).
+    `warm`: the warm pool's directory (default: the campaign's own, `base/warm`)."""
     started = time.monotonic()
-    driver = Driver(plan, base, command)
+    driver = Driver(plan, base, command, warm)
     try:
         driver.drive()
         driver.verify()
