@@ -227,6 +227,27 @@ def test_graceful_close(workers: list[Worker], short_tmp: Path) -> None:
     assert not pid_running(pid)
 
 
+@pytest.mark.parametrize("wait", [True, False])
+def test_a_worker_that_cannot_be_spawned(short_tmp: Path, wait: bool) -> None:
+    """Waited for, the spawn error raises from start(); not waited for (the model workers,
+    issue 11), start() returns at once and the first wait is a WorkerFailed naming it."""
+    worker = Worker("tool", short_tmp, env={"BAD=NAME": "x"}, module="tests.fakes.worker")
+    try:
+        if wait:
+            with pytest.raises(ValueError):
+                worker.start()
+            return
+        worker.start(wait=False)
+        with pytest.raises(WorkerFailed) as failed:
+            worker.wait_ready(10)
+        assert failed.value.code == "spawn"
+        assert "the tool worker could not be started" in str(failed.value)
+        with pytest.raises(WorkerFailed):
+            worker.request(run("echo"))
+    finally:
+        close_within(worker, 5)
+
+
 def test_stop_soon_asks_without_waiting_and_close_then_finds_it_gone(
     workers: list[Worker], short_tmp: Path
 ) -> None:

@@ -64,7 +64,7 @@ def start_router(settings: Settings, redact: Callable[[str], str]) -> Worker:
     from kernel.supervision.supervisor import make_runtime_dir
 
     worker = model_worker("router", settings, make_runtime_dir(), redact)
-    worker.start()
+    worker.start(wait=False)  # the kernel imports on while the pool forks it
     return worker
 
 
@@ -92,7 +92,10 @@ class Models:
             if self._runtime is None:
                 self._runtime = make_runtime_dir()
             for kind in ("router", "generator"):
-                self._slots[kind] = WorkerSlot(kind, partial(self._new, kind), MODEL_READY_S)
+                # Not waited for: the first route is prepared while the pool forks them.
+                self._slots[kind] = WorkerSlot(
+                    kind, partial(self._new, kind), MODEL_READY_S, wait_spawn=False
+                )
             if self._early is not None:
                 self._slots["router"].adopt(self._early)
                 self._early = None

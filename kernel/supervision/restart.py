@@ -102,8 +102,9 @@ class WorkerSlot:
         spawn: Callable[[], Worker],
         ready_s: float,
         on_replace: Callable[[], None] | None = None,
+        wait_spawn: bool = True,
     ) -> None:
-        self.kind, self.ready_s = kind, ready_s
+        self.kind, self.ready_s, self.wait_spawn = kind, ready_s, wait_spawn
         self._spawn, self._on_replace = spawn, on_replace
         self._worker: Worker | None = None
         self._lock = threading.Lock()
@@ -135,7 +136,7 @@ class WorkerSlot:
                 worker = None
             if worker is None:
                 worker = self._spawn()
-                worker.start()
+                worker.start(wait=self.wait_spawn)
                 self._worker = worker
             return worker
 

@@ -79,8 +79,11 @@ class Worker:
 
     # --- lifecycle ------------------------------------------------------------
 
-    def start(self) -> None:
-        """Spawn the worker and return at once; the handshake completes in the background."""
+    def start(self, wait: bool = True) -> None:
+        """Spawn the worker; the handshake completes in the background. With `wait`, return once
+        its process exists (a spawn error raises here); without, at once: the main thread goes
+        on while the pool forks (issue 11), and a spawn error is a WorkerFailed ("spawn") from
+        the first wait or request."""
         if self._wire is not None:
             raise RuntimeError(f"{self.kind} worker already started")
         self.runtime_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -103,7 +106,7 @@ class Worker:
         self._wire = WireThread(
             self.kind, self.endpoint, argv, env, self.token, self.redact, self.stdin_data
         )
-        self._wire.begin()
+        self._wire.begin(wait)
 
     @property
     def pid(self) -> int | None:
@@ -130,6 +133,12 @@ class Worker:
         wire = self._require()
         if self.ready is not None:
             return self.ready
+        try:
+            wire.spawned()
+        except Exception as exc:
+            raise WorkerFailed(
+                "spawn", f"the {self.kind} worker could not be started: {exc}", type(exc).__name__
+            ) from exc
         deadline = time.monotonic() + timeout_s
         with waiting(self.kind):  # a live view may say "starting tools…" meanwhile
             while True:

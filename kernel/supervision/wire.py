@@ -73,9 +73,16 @@ class WireThread:
 
     # --- caller side ----------------------------------------------------------
 
-    def begin(self) -> None:
-        """Start the thread; it spawns the process (PDEATHSIG follows the spawning thread)."""
+    def begin(self, wait: bool = True) -> None:
+        """Start the thread; it spawns the process (PDEATHSIG follows the spawning thread).
+        With `wait`, return once the process exists (a spawn error raises here); else at once,
+        and the error raises from `spawned()`."""
         self._thread.start()
+        if wait:
+            self.spawned()
+
+    def spawned(self) -> None:
+        """Block until the process exists; re-raise the error that kept it from starting."""
         self._spawned.wait()
         if self._spawn_error is not None:
             raise self._spawn_error
@@ -151,6 +158,7 @@ class WireThread:
         except BaseException as exc:
             self._spawn_error = exc
             self._spawned.set()
+            self._died.set()  # nothing to wait for on close
             sock.close()
             ctx.term()
             return
