@@ -64,7 +64,7 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     os.environ["JMP_WARM_DIR"] = str(private)
     _POOL["dir"] = private
     broad = any(Path(str(arg).split("::")[0]).is_dir() for arg in session.config.args)
-    if _warm() and broad:
+    if _warm() and broad and not session.config.option.collectonly:
         launch_pool(private)
         _POOL["launched"] = True
 
