@@ -214,6 +214,11 @@ _POOL_ENV_KEYS = (
     "XDG_RUNTIME_DIR",
     "JMP_WARM_DIR",
     "JMP_WARM_IDLE_S",
+    # They choose the TLS trust store the pool parses once for its forks (workers/tls.py): a
+    # pool without them built the default one, no kernel on a machine that sets them (this
+    # one does) could reuse it, and every forked router parsed the CA bundle again (~35 ms).
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
 )
 
 

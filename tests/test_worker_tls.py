@@ -51,3 +51,15 @@ def test_the_router_client_uses_the_preloaded_context(monkeypatch: pytest.Monkey
     tls.preload()
     router.build_client(settings)
     assert seen == [tls.context()]
+
+
+def test_the_pool_parses_the_trust_store_the_kernels_name() -> None:
+    """The pool's allowlisted environment keeps SSL_CERT_FILE / SSL_CERT_DIR: without them it
+    built the default store, which no kernel on a machine that sets them could reuse, so every
+    forked router parsed the CA bundle again. Keys still stay out."""
+    from protocol import pool as P
+
+    env = {"PATH": "/bin", "SSL_CERT_FILE": "/x/ca.pem", "SSL_CERT_DIR": "/x"}
+    out = P.pool_env(env | {"TYPESAFE_API_KEY": "k" * 32, "FLASH_API_KEY": "f" * 32})
+    assert out["SSL_CERT_FILE"] == "/x/ca.pem" and out["SSL_CERT_DIR"] == "/x"
+    assert "TYPESAFE_API_KEY" not in out and "FLASH_API_KEY" not in out
