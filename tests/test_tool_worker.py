@@ -21,7 +21,7 @@ import pytest
 
 from kernel.supervision.supervisor import Worker, WorkerDied, WorkerFailed
 from kernel.supervision.tools import Tools
-from tests.support.warm import private_pool
+from tests.support.warm import suite_pool
 from tests.support.workers import close_within, live_with, pid_running, wait_until
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -334,24 +334,28 @@ def test_the_shell_does_not_source_the_persons_rc_files(
 
 @pytest.mark.parametrize("warm", [False, True])
 def test_a_standalone_worker_removes_the_shell_dir_it_made_in_its_tmpdir(
-    tmp_path: Path, short_tmp: Path, monkeypatch: pytest.MonkeyPatch, warm: bool
+    tmp_path: Path,
+    short_tmp: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    warm: bool,
+    warm_pool_of_this_session: Path,
 ) -> None:
     """Without --terminal-dir the worker makes a temp dir for its bash launcher, in its
     kernel's TMPDIR (warm too: the pool's preload cached the pool's own in `tempfile`); it is
-    gone once the worker exits."""
-    monkeypatch.setenv("JMP_WARM", "0")
+    gone once the worker exits. Warm: forked by the suite's pool (its preload is the same)."""
+    monkeypatch.setenv("JMP_WARM", "1" if warm else "0")
+    pool_pid = suite_pool(warm_pool_of_this_session) if warm else None
     tmp, workspace = tmp_path / "tmp", tmp_path / "ws"
     tmp.mkdir()
     workspace.mkdir()
     env = {"TMPDIR": str(tmp)}
     with contextlib.ExitStack() as stack:
-        pool = stack.enter_context(private_pool(preload="tool")) if warm else None
         worker = Worker("tool", short_tmp, env=env, argv=["--workspace", str(workspace)])
         stack.enter_context(worker)
         worker.start()
         worker.wait_ready(120)
-        if pool is not None:
-            assert psutil.Process(worker.pid or 0).ppid() == pool.pid  # forked by the pool
+        if pool_pid is not None:
+            assert psutil.Process(worker.pid or 0).ppid() == pool_pid  # forked by the pool
         (made,) = tmp.glob("jmp-sh-*")
         assert (made / "bash-norc").exists()
         worker.close()

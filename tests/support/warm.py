@@ -299,3 +299,17 @@ def pools_in_dirs_made_here() -> list[int]:
         if match and match.groups() == mine:
             found.append(proc.pid)
     return found
+
+
+def suite_pool(directory: Path, ready_s: float = 120) -> int:
+    """The pid of the suite's own pool (conftest: every kind preloaded, in `directory`),
+    launched now if no pool serves it yet, once it answers. For a test that needs a preloaded
+    pool and asserts nothing about the pool's other children (a private one would preload
+    the same SDKs again)."""
+    if not pool_pids(directory):
+        launch_pool(directory)
+    deadline = time.monotonic() + ready_s
+    while (state := ask_status(directory)) is None:
+        assert time.monotonic() < deadline, "the suite's pool did not answer"
+        time.sleep(0.05)
+    return state.pid
