@@ -115,12 +115,16 @@ def test_a_killed_runs_pool_dir_is_removed_at_the_next_start_unless_a_pool_serve
             shutil.rmtree(path, ignore_errors=True)
 
 
-def test_a_pool_a_kernel_launched_into_a_private_dir_is_stopped_at_the_end() -> None:
+def test_a_pool_a_kernel_launched_into_a_private_dir_is_stopped_at_the_end(
+    warm_pool_of_this_session: Path,
+) -> None:
     """A kernel under test may launch a detached pool into a test's private dir (to replace a
-    stale one); the session's `stop_pools_started` kills it with the others."""
+    stale one); the session's `stop_pools_started` kills it with the others. The suite's own
+    pool (also in a dir made here) is spared: the tests after this one use it."""
     directory = make_pool_dir()
+    suite = pool_pids(warm_pool_of_this_session)
     try:
-        with stop_pools_started(directory / "other"):
+        with stop_pools_started(directory / "other", spare=warm_pool_of_this_session):
             argv = [*P.serve_argv(sys.executable, directory, 600, "none"), "--detach"]
             subprocess.run(argv, env=P.pool_env(os.environ), cwd="/", check=True)
             state = ask_status(directory)
@@ -130,5 +134,6 @@ def test_a_pool_a_kernel_launched_into_a_private_dir_is_stopped_at_the_end() -> 
                 state = ask_status(directory)
             assert state is not None and pool_pids(directory) == [state.pid]
         assert gone([state.pid]) and pool_pids(directory) == []
+        assert pool_pids(warm_pool_of_this_session) == suite
     finally:
         shutil.rmtree(directory, ignore_errors=True)

@@ -270,10 +270,11 @@ def launch_pool(directory: Path) -> None:
 
 
 @contextlib.contextmanager
-def stop_pools_started(private: Path) -> Iterator[None]:
+def stop_pools_started(private: Path, spare: Path | None = None) -> Iterator[None]:
     """Kill, at the end, every pool serving `private`, a dir this process made
     (`make_pool_dir`: a kernel under test may launch a pool into a test's private dir, e.g.
-    to replace a stale one), or started meanwhile in the default dir."""
+    to replace a stale one), or started meanwhile in the default dir; never one serving
+    `spare` (a test of this inside the suite spares the suite's own pool)."""
     env = {k: v for k, v in os.environ.items() if k != "JMP_WARM_DIR"}
     default = P.pool_dir(env, os.getuid())
     before = set(pool_pids(default))
@@ -281,7 +282,10 @@ def stop_pools_started(private: Path) -> Iterator[None]:
         yield
     finally:
         started = [p for p in pool_pids(default) if p not in before]
+        spared = set(pool_pids(spare)) if spare is not None else set()
         for pid in pool_pids(private) + pools_in_dirs_made_here() + started:
+            if pid in spared:
+                continue
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
