@@ -238,6 +238,7 @@ def serve(
     ctx = zmq.Context()
     sock = ctx.socket(zmq.DEALER)
     sock.setsockopt(zmq.LINGER, 500)
+    sock.setsockopt(zmq.RECONNECT_IVL, 5)  # the kernel may bind just after spawning us
     sock.connect(endpoint)
     loop = _Loop(sock, kind, handler)
     threading.Thread(target=loop.run_jobs, args=(setup,), daemon=True, name="jobs").start()
