@@ -74,3 +74,18 @@ def test_recording_reads_proc_without_importing_psutil() -> None:
         [sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True
     )
     assert out.stdout.split() == ["True", "False"]
+
+
+def test_the_root_is_killed_and_left_for_its_owner_to_reap() -> None:
+    """A root outside a group of its own, holding the token: killing it through the survivors
+    waited on (so reaped) it, and its owner's Popen then read the SIGKILL as exit code 0 (seen
+    as 'tool worker ... exited with status 0 (no heartbeat ...)')."""
+    from protocol.spawn import TOKEN_ENV
+
+    root = subprocess.Popen(["sleep", "1000"], env=os.environ | {TOKEN_ENV: "tok-root"})
+    try:
+        TreeRecord(root.pid, "tok-root").kill_all()
+        assert root.wait(10) == -signal.SIGKILL
+    finally:
+        root.kill()
+        root.wait()

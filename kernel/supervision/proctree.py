@@ -48,7 +48,9 @@ class TreeRecord:
             stack.extend(children.get(pid, ()))
 
     def survivors(self) -> list[psutil.Process]:
-        """Recorded descendants and token holders that are still running."""
+        """Recorded descendants and token holders that are still running, the root excepted:
+        its owner reaps it (waiting on it here reaped a cold worker before its Popen could,
+        which then read the status of a SIGKILLed worker as exit code 0)."""
         import psutil
 
         found: dict[int, psutil.Process] = {}
@@ -58,7 +60,7 @@ class TreeRecord:
                 if _start_ticks(pid) == created and _running(proc):
                     found[pid] = proc
         for proc in psutil.process_iter():
-            if proc.pid in found or proc.pid == os.getpid():
+            if proc.pid in found or proc.pid in (os.getpid(), self.root_pid):
                 continue
             with contextlib.suppress(psutil.Error):
                 if proc.environ().get(TOKEN_ENV) == self.token and _running(proc):
@@ -66,11 +68,13 @@ class TreeRecord:
         return list(found.values())
 
     def kill_all(self) -> int:
-        """SIGKILL the root's group and every survivor until none is left; returns the count."""
+        """SIGKILL the root, its group and every survivor until none is left; returns the
+        count. The root is only signalled: its owner reaps it (so its pid stays pinned)."""
         import psutil
 
-        with contextlib.suppress(OSError):
-            os.killpg(self.root_pid, signal.SIGKILL)
+        for kill in (os.killpg, os.kill):
+            with contextlib.suppress(OSError):
+                kill(self.root_pid, signal.SIGKILL)
         killed = 0
         for _ in range(5):  # a parent may fork between our scan and its death
             procs = self.survivors()
