@@ -558,3 +558,40 @@ def test_a_stopped_command_is_rendered_as_stopped_not_as_still_running() -> None
     calls = call_index(fold(State(), events))
     assert outcome(calls["a"]) == "error, exit code -1 (command stopped: cancelled, not success)"
     assert "still running when recorded" in outcome(calls["b"])
+
+
+def test_the_recall_index_is_opened_only_once_the_log_holds_a_page_it_could_offer(
+    short_tmp: Path,
+) -> None:
+    """Recall offers older non-user pages only: a new session's first projections are the same
+    without the index, which is then not opened (sqlite was on the path to the first Jev
+    request, issue 11); the first final (an indexed kind) opens it, and it indexes the whole
+    log, the earlier requests included."""
+    from kernel.store.session import Session
+
+    workspace = short_tmp / "ws"
+    workspace.mkdir()
+    session = Session.create(short_tmp / "home", workspace)
+    index_file = session.directory / "memory.sqlite3"
+    try:
+        session.append(UserData(text="configure the flux capacitor"))
+        session.append(UserData(text="and the capacitor's flux"))
+        view = ContextView(session, POLICY)
+        lazy = view.project("router", 100).text
+        assert not index_file.exists()
+        other = short_tmp / "other.sqlite3"
+        eager = POLICY.project(
+            session.events,
+            "router",
+            reserved_bytes=100,
+            read_artifact=session.artifacts.read_text,
+            recall=RecallIndex.open_or_rebuild(other),
+        ).text
+        assert lazy == eager
+        session.append(FinalData(status="completed", summary="the capacitor is configured"))
+        view.project("router", 100)
+        assert index_file.exists()
+        index = view.recall_index()
+        assert index is not None and index.search("capacitor", limit=10)
+    finally:
+        session.close()

@@ -45,12 +45,17 @@ class ContextView:
 
     def project(self, audience: str, reserved: int) -> Projection:
         """The audience's projection of the log (raises ContextOverflow)."""
+        events = self.session.events
+        # Recall offers only older non-user pages: a log without any (a new session's first
+        # route) gets none from it, so the index is not opened yet (issue 11: sqlite's import,
+        # open and schema were on the path to the first Jev request).
+        recall = self.recall_index() if self._recall is not None or _has_pages(events) else None
         return self.policy.project(
-            self.session.events,
+            events,
             audience,
             reserved_bytes=reserved,
             read_artifact=self.session.artifacts.read_text,
-            recall=self.recall_index(),
+            recall=recall,
             checkpoint=self._checkpoint(),
             cache=self._folds,
         )
@@ -62,3 +67,11 @@ class ContextView:
 
             self._loaded_checkpoint = (load_latest_checkpoint(self.session.directory),)
         return self._loaded_checkpoint[0]
+
+
+def _has_pages(events: list[Any]) -> bool:
+    """Does the log hold an event recall would offer (any indexed kind but the user's)?"""
+    from kernel.context.recall_pages import INDEXED
+    from protocol.events import UserData
+
+    return any(isinstance(e.data, INDEXED) and not isinstance(e.data, UserData) for e in events)
