@@ -8,8 +8,9 @@ by the tool worker's setup only (OpenHands is slow to import).
 Each OpenHands FileEditor makes its own `/tmp/oh_editor_history_*` directory for `undo_edit`
 and never removes it: every tool worker left two behind (4,000 of them in this machine's /tmp
 after a few days of tests), holding copies of the person's files. Here the undo history lives
-in the session's terminal directory (SESSIONS/ID/terminal/editor-history), where it also
-survives a replaced tool worker.
+where the kernel says (`--editor-history`): its private runtime directory, removed when the
+kernel closes the tool worker, or by the next kernel after a crash. Never the session
+directory: the copies are unredacted (a key in a workspace file would be stored there).
 """
 
 from __future__ import annotations

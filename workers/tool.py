@@ -58,6 +58,7 @@ class ToolWorker:
         parser.add_argument("--mcp-config-stdin", action="store_true")
         parser.add_argument("--bash-timeout-s", type=float, default=300.0)
         parser.add_argument("--bash-output-bytes", type=int, default=5_000_000)
+        parser.add_argument("--editor-history", default=None, metavar="DIR")
         args = parser.parse_args(argv)
         # Read before any shell exists; the secrets never enter our environment.
         self.mcp_config = read_stdin_config() if args.mcp_config_stdin else ""
@@ -65,6 +66,7 @@ class ToolWorker:
         self.workspace = Path(args.workspace).resolve()
         self.protected = protected_dirs(self.workspace, args.protect)
         self.terminal_dir = args.terminal_dir
+        self.editor_history = args.editor_history
         self.shell_path: str | None = None
         self.models: dict[str, Any] = {}
         self.specs: list[ToolSpec] = []
@@ -87,7 +89,7 @@ class ToolWorker:
         self.models |= {"edit": FileEditorAction, "bash": TerminalAction}
         from workers.editor import workspace_executor
 
-        history = Path(self.terminal_dir, "editor-history") if self.terminal_dir else None
+        history = Path(self.editor_history) if self.editor_history else None
         self.editor = workspace_executor(self.workspace, history)
         self.terminal = self._new_terminal()
         self.specs = [

@@ -90,12 +90,16 @@ class Tools:
         return self.redactor.text(text)
 
     def _argv(self) -> list[str]:
+        assert self._runtime_dir is not None  # made by _new first
         limits = bash_limits()  # JMP_BASH_TIMEOUT_S, JMP_BASH_OUTPUT_BYTES (checked at start-up)
         return [
             *("--workspace", str(self.workspace), "--terminal-dir", str(self.terminal_dir)),
             *("--protect", str(self.sessions_dir), "--protect", str(self.terminal_dir.parent)),
             *("--bash-timeout-s", repr(limits["bash_timeout_s"])),
             *("--bash-output-bytes", str(limits["bash_output_bytes"])),
+            # The editor's undo copies of workspace files: private, gone with the runtime dir
+            # (a key in a workspace file must not reach the session directory).
+            *("--editor-history", str(self._runtime_dir / "editor-history")),
         ]
 
     def _config(self) -> bytes | None:
