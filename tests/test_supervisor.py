@@ -260,8 +260,13 @@ def test_stop_soon_asks_without_waiting_and_close_then_finds_it_gone(
     worker.wait_ready(30)
     pid = worker.pid or 0
     worker.stop_soon()
-    wait_until(lambda: not pid_running(pid), 10, "the worker to exit on its own")
+    wait_until(lambda: worker.exited, 10, "the worker to exit on its own")
+    with pytest.raises(WorkerDied) as died:
+        worker.request(run("echo"))
+    # It obeyed the Shutdown (exit status 0); nothing killed it.
+    assert died.value.worker_exit_code == 0 and died.value.signal is None
     close_within(worker, 5)
+    assert not pid_running(pid) and not worker.alive
     worker.stop_soon()  # after close: nothing to ask, no error
 
 
