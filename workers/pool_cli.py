@@ -24,6 +24,7 @@ from pathlib import Path
 import msgspec
 
 from protocol import pool as P
+from protocol.own_files import open_own, write_own
 from workers import pool_child
 from workers.pool import _SELF, LOCK_WAIT_S, Pool, log, read_frame
 
@@ -54,10 +55,15 @@ def serve(directory: Path, idle_s: float, kinds: list[str], detach: bool) -> int
     if problem:
         print(f"jmp-warm-pool: {problem}", file=sys.stderr)
         return 2
-    lock = os.open(directory / "pool.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    if not take_lock(lock, LOCK_WAIT_S):
-        return 0  # another pool serves (or is starting in) this directory
-    logfd = os.open(directory / "pool.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:  # a planted link, FIFO or hard link in the dir is refused, never followed
+        lock = open_own(directory / "pool.lock", os.O_RDWR | os.O_CREAT)
+        if not take_lock(lock, LOCK_WAIT_S):
+            return 0  # another pool serves (or is starting in) this directory
+        logfd = open_own(directory / "pool.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        write_own(directory / "pool.pid", f"{os.getpid()}\n".encode())
+    except OSError as exc:
+        print(f"jmp-warm-pool: {exc}", file=sys.stderr)
+        return 2
     os.dup2(logfd, 1)
     os.dup2(logfd, 2)
     os.close(logfd)
@@ -75,7 +81,6 @@ def serve(directory: Path, idle_s: float, kinds: list[str], detach: bool) -> int
     listener.bind(str(path))
     os.chmod(path, 0o600)
     listener.listen(16)
-    (directory / "pool.pid").write_text(f"{os.getpid()}\n")
     try:
         pool.serve(listener)
     finally:

@@ -25,6 +25,7 @@ import msgspec
 
 from kernel.supervision.restart import POOL_CONNECT_S, POOL_EXIT_STATUS_S
 from protocol import pool as P
+from protocol.own_files import open_own
 
 _notes: set[str] = set()
 _note_lock = threading.Lock()
@@ -234,8 +235,8 @@ def stop() -> None:
 def _locked(path: Path) -> bool:
     """Does a pool (running or starting) hold the directory's lock?"""
     try:
-        lock = os.open(path / "pool.lock", os.O_RDWR | os.O_CREAT, 0o600)
-    except OSError:
+        lock = open_own(path / "pool.lock", os.O_RDWR | os.O_CREAT)
+    except OSError:  # a planted link or special file counts as held: no pool is launched
         return True
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
