@@ -1,8 +1,10 @@
 """`jmp --acp`: serve ACP on stdio until stdin ends; exit 0 with every session released.
 
-Stdout carries JSON-RPC only: the real stdout is moved to a private descriptor for the SDK's
-writer, and fd 1 is pointed at stderr, so a stray print (ours, a library's, an inherited child's)
-cannot corrupt the stream. Everything written to stderr goes through the redactor.
+Stdout carries JSON-RPC only: the real stdout is moved to a private descriptor for the
+transport's writer, and fd 1 is pointed at stderr, so a stray print (ours, a library's, an
+inherited child's) cannot corrupt the stream. Every JSON-RPC line is read and written by
+`acp_server.wire` (bounded, checked, redacted value by value); everything written to stderr goes
+through a redactor that knows every secret of every session.
 """
 
 from __future__ import annotations
@@ -17,8 +19,6 @@ from typing import Any, cast
 
 from kernel.store.redact import Redactor
 
-BUFFER_LIMIT_BYTES = 50 * 1024 * 1024  # the SDK's default: one JSON-RPC line may be large
-
 
 class _RedactingFormatter(logging.Formatter):
     def __init__(self, redactor: Redactor) -> None:
@@ -27,23 +27,6 @@ class _RedactingFormatter(logging.Formatter):
 
     def format(self, record: logging.LogRecord) -> str:
         return self.redactor.text(super().format(record))
-
-
-def _redact_writes(writer: Any, redactor: Redactor) -> None:
-    """Every JSON-RPC line the SDK writes passes the redactor first.
-
-    The SDK writes each message as one whole line (`write` then `drain`), so this is the one
-    choke point of stdout: updates and errors are redacted before they get here, and whatever
-    else a response carries (titles, listings, messages) is redacted here. The SDK insists on a
-    real StreamWriter, so its `write` is wrapped in place.
-    """
-    plain = writer.write
-
-    def write(data: bytes) -> None:
-        text = redactor.text(bytes(data).decode("utf-8", "surrogateescape"))
-        plain(text.encode("utf-8", "surrogateescape"))
-
-    writer.write = write
 
 
 def serve(sessions_dir: str | None = None) -> int:
@@ -55,7 +38,7 @@ def serve(sessions_dir: str | None = None) -> int:
     os.dup2(2, 1)
     config = Config(sessions_home(sessions_dir))
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(_RedactingFormatter(config.redactor))
+    handler.setFormatter(_RedactingFormatter(config.log_redactor))
     logging.basicConfig(level=logging.WARNING, handlers=[handler], force=True)
     with os.fdopen(out_fd, "wb", buffering=0) as out:
         asyncio.run(_serve(config, out))
@@ -63,32 +46,44 @@ def serve(sessions_dir: str | None = None) -> int:
 
 
 async def _serve(config: Any, out: Any) -> None:
-    from acp import Agent, run_agent, stdio_streams
+    from acp import stdio_streams
 
     from acp_server.server import JmpAcpAgent
+    from acp_server.wire import MAX_LINE_BYTES
 
     agent = JmpAcpAgent(config, version=_version(), warm=_warm())
     saved = sys.stdout
     sys.stdout = out  # only for the SDK's helper, which binds the pipe it is given
     try:
-        reader, writer = await stdio_streams(limit=BUFFER_LIMIT_BYTES)
+        reader, writer = await stdio_streams(limit=MAX_LINE_BYTES)
     finally:
         sys.stdout = saved
+    await run_connection(agent, reader, writer, signals=(signal.SIGTERM, signal.SIGINT))
+
+
+async def run_connection(
+    agent: Any, reader: Any, writer: Any, signals: tuple[signal.Signals, ...] = ()
+) -> None:
+    """Serve one client on these streams until its input ends (or a signal), then cancel every
+    run, wait for it, and release every session (JmpAcpAgent.shutdown)."""
+    from acp import Agent, run_agent
+
+    from acp_server.wire import StdioTransport
+
+    transport = StdioTransport(reader, writer, agent.redactor_for)
     # The SDK's router answers "method not found" for the Agent methods jmp leaves out.
-    _redact_writes(writer, config.redactor)
-    serving = asyncio.ensure_future(run_agent(cast("Agent", agent), writer, reader))
+    serving = asyncio.ensure_future(run_agent(cast("Agent", agent), transport))
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in signals:
         loop.add_signal_handler(sig, serving.cancel)
     try:
         with contextlib.suppress(asyncio.CancelledError):
             await serving
     finally:
-        for sig in (signal.SIGTERM, signal.SIGINT):
+        for sig in signals:
             loop.remove_signal_handler(sig)
         await agent.shutdown()
-        with contextlib.suppress(Exception):
-            writer.close()
+        await transport.close()
 
 
 def _warm() -> int:

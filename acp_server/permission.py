@@ -63,13 +63,9 @@ async def ask(server: JmpAcpAgent, handle: Handle, waiting: Sequence[CallRecord]
     client = server.client
     if client is None:
         return False
-    request = describe(waiting, handle)
-    clean = handle.session.redactor.value(request.model_dump(mode="json", by_alias=True))
-    try:
+    try:  # redacted by the transport with the session's redactor, as every message of it
         reply = await client.request_permission(
-            session_id=handle.id,
-            tool_call=ToolCallUpdate.model_validate(clean),
-            options=OPTIONS,
+            session_id=handle.id, tool_call=describe(waiting, handle), options=OPTIONS
         )
     except ConnectionError:
         return None

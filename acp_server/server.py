@@ -2,8 +2,9 @@
 
 The event loop only routes messages; every kernel call runs in a worker thread, so the
 connection stays responsive (a cancel arrives while a prompt runs). A run's events become
-updates through a blocking send from its thread: every update of a turn is written before the
-turn's response, in log order. One prompt per session at a time; many sessions per process.
+updates through a blocking send from its thread (sink.py): every update of a turn is written
+before the turn's response, in log order. One prompt per session at a time; many sessions per
+process.
 """
 
 from __future__ import annotations
@@ -37,13 +38,13 @@ from acp_server import permission, sessions
 from acp_server.content import prompt_text
 from acp_server.errors import JMP_ERROR, NOT_FOUND, as_request_error
 from acp_server.sessions import ClientServer, Config, Handle
-from acp_server.updates import Translator, Update
+from acp_server.sink import Sink
+from acp_server.updates import Update
 from kernel.store import pending
 from kernel.store.catalog import list_sessions
-from protocol.events import Event
+from kernel.store.redact import Redactor
 
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
-SEND_POLL_S = 1.0  # how often a blocked send looks whether the connection went away
 # Sessions whose workers stay alive between prompts (the most recently prompted ones): an editor
 # may open dozens of threads, and each warm session holds three workers (one imports OpenHands).
 WARM_SESSIONS = 4
@@ -61,12 +62,12 @@ class JmpAcpAgent:
         self._coolers: set[asyncio.Future[None]] = set()
         self.closed = False
         self.client: Client | None = None
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
         self._pool = concurrent.futures.ThreadPoolExecutor(32, thread_name_prefix="acp-session")
 
     def on_connect(self, conn: Client) -> None:
         self.client = conn
-        self._loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()
 
     # --- lifecycle ----------------------------------------------------------------------
 
@@ -94,9 +95,11 @@ class JmpAcpAgent:
     async def new_session(
         self, cwd: str, mcp_servers: Sequence[ClientServer] | None = None, **_: Any
     ) -> NewSessionResponse:
-        sink = _Sink(self)
+        sink = Sink(self)
+        client = list(mcp_servers or ())
         handle = await self._call(
-            partial(sessions.create, self.config, cwd, list(mcp_servers or ()), sink)
+            partial(sessions.create, self.config, cwd, client, sink),
+            redactor=self.config.request_redactor(client),
         )
         sink.bind(handle)
         self.handles[handle.id] = handle
@@ -117,21 +120,28 @@ class JmpAcpAgent:
                 raise RequestError(JMP_ERROR, f"session {session_id} has a prompt running")
             self.handles.pop(session_id, None)
             await self._call(previous.close)  # reopened below with the client's servers
-        sink = _Sink(self)
+        sink = Sink(self)
+        client = list(mcp_servers or ())
         handle = await self._call(
-            partial(sessions.load, self.config, session_id, cwd, list(mcp_servers or ()), sink)
+            partial(sessions.load, self.config, session_id, cwd, client, sink),
+            redactor=self.config.request_redactor(client),
         )
         self.handles[handle.id] = handle
         translator = sink.bind(handle)
         for update in translator.replay(list(handle.session.events)):
-            await self._send(handle, update)
+            await self.send_update(handle, update)
         return LoadSessionResponse()
 
     async def list_sessions(self, cwd: str | None = None, **_: Any) -> ListSessionsResponse:
         from acp_server.listing import session_infos
 
-        infos = await self._call(partial(list_sessions, self.config.home))
-        return ListSessionsResponse(sessions=session_infos(infos, cwd))
+        def listing() -> ListSessionsResponse:
+            if cwd is not None:
+                sessions.check_text(cwd, "cwd")  # before a Path sees it
+            rows = list_sessions(self.config.home)
+            return ListSessionsResponse(sessions=session_infos(rows, cwd))
+
+        return await self._call(listing)
 
     # --- prompts ------------------------------------------------------------------------
 
@@ -142,18 +152,22 @@ class JmpAcpAgent:
         await self._settled(handle)
         if handle.busy:
             raise RequestError(JMP_ERROR, f"session {session_id} already has a prompt running")
+        # Taken and cleared with no await since the check: a `session/cancel` that arrives from
+        # here on (even before the run has started) is this prompt's, and is kept.
         handle.busy = True
+        handle.agent.cancel.clear()
         try:
-            await self._call(lambda: self.config.settings().require_keys())
-            handle.agent.cancel.clear()
+            await self._call(lambda: self.config.settings().require_keys(), handle)
             acknowledge = False
             waiting = pending.unsettled(handle.session.events)
             if waiting:
+                if handle.agent.cancel.is_set():
+                    return PromptResponse(stop_reason="cancelled")  # nothing asked or recorded
                 choice = await permission.ask(self, handle, waiting)
                 if choice is None:
                     return PromptResponse(stop_reason="cancelled")
                 acknowledge = choice
-            result = await self._call(partial(handle.run, text, acknowledge), handle)
+            result = await self._call(partial(handle.run, text, acknowledge), handle, run=True)
         finally:
             handle.busy = False
             handle.last_prompt = time.monotonic()
@@ -174,13 +188,22 @@ class JmpAcpAgent:
     # --- plumbing -----------------------------------------------------------------------
 
     async def _cool_others(self) -> None:
-        """Stop the workers of idle sessions beyond the `warm` most recently prompted."""
-        warm = sorted(
-            (h for h in self.handles.values() if h.last_prompt and not h.busy),
-            key=lambda h: h.last_prompt,
-            reverse=True,
-        )
-        for handle in warm[self.warm :]:
+        """Stop the workers of idle sessions beyond the `warm` most recently prompted.
+
+        One session at a time, each chosen afresh after the last one's workers stopped: a prompt
+        may have started meanwhile on a session the first look found idle, and a busy session
+        is never cooled (choosing and marking it `cooling` happen with no await between, and a
+        prompt waits for `cooling` to end before it takes the session).
+        """
+        while True:
+            warm = sorted(
+                (h for h in self.handles.values() if h.last_prompt and not h.busy),
+                key=lambda h: h.last_prompt,
+                reverse=True,
+            )
+            if len(warm) <= self.warm or self.closed:
+                return
+            handle = warm[-1]  # the least recently prompted
             handle.cooling = asyncio.ensure_future(self._call(handle.cool))
             try:
                 await handle.cooling
@@ -202,44 +225,38 @@ class JmpAcpAgent:
             )
         return handle
 
-    async def _call(self, fn: Callable[[], T], handle: Handle | None = None) -> T:
-        """fn in a worker thread; kernel errors become JSON-RPC errors with redacted text."""
+    async def _call(
+        self,
+        fn: Callable[[], T],
+        handle: Handle | None = None,
+        run: bool = False,
+        redactor: Redactor | None = None,
+    ) -> T:
+        """fn in a worker thread; kernel errors become JSON-RPC errors with text redacted by
+        `redactor`, else the handle's session's, else the process's. `run`: fn is the
+        session's run, which shutdown waits for."""
         future = self._pool.submit(fn)
-        if handle is not None:
+        if run and handle is not None:
             handle.running = future
+        if redactor is None:
+            redactor = handle.session.redactor if handle is not None else self.config.redactor
         try:
             return await asyncio.wrap_future(future)
         except RequestError:
             raise
         except Exception as exc:
-            raise as_request_error(exc, self.config.redactor) from None
+            raise as_request_error(exc, redactor) from None
 
-    async def _send(self, handle: Handle, update: Update) -> None:
+    def redactor_for(self, session_id: str | None) -> Redactor:
+        """The redactor of a message that belongs to this session (wire.StdioTransport)."""
+        handle = self.handles.get(session_id) if session_id is not None else None
+        return handle.session.redactor if handle is not None else self.config.redactor
+
+    async def send_update(self, handle: Handle, update: Update) -> None:
+        """One update; the transport redacts it with the session's redactor."""
         if self.client is None or self.closed:
             return
-        clean = _redacted(update, handle.session.redactor)
-        await self.client.session_update(session_id=handle.id, update=clean)
-
-    def send_from_thread(self, handle: Handle, update: Update) -> None:
-        """Blocking send from a run's thread, so updates keep log order and precede the
-        response; gives up when the connection is gone."""
-        loop = self._loop
-        if loop is None or self.closed:
-            return
-        if _on_loop(loop):  # never block the loop on itself
-            loop.create_task(self._send(handle, update))
-            return
-        future = asyncio.run_coroutine_threadsafe(self._send(handle, update), loop)
-        while True:
-            try:
-                future.result(timeout=SEND_POLL_S)
-                return
-            except concurrent.futures.TimeoutError:
-                if self.closed:
-                    future.cancel()
-                    return
-            except (ConnectionError, concurrent.futures.CancelledError, RuntimeError):
-                return
+        await self.client.session_update(session_id=handle.id, update=update)
 
     async def shutdown(self) -> None:
         """Cancel every run, wait for it, release every session's workers and lock."""
@@ -259,40 +276,6 @@ class JmpAcpAgent:
             try:
                 handle.close()
             except Exception as exc:  # one stubborn session must not keep others locked
-                message = self.config.redactor.text(f"{type(exc).__name__}: {exc}")
+                message = self.config.log_redactor.text(f"{type(exc).__name__}: {exc}")
                 print(f"jmp: closing session {handle.id} failed: {message}", file=sys.stderr)
         self.handles.clear()
-
-
-class _Sink:
-    """A session's on_event subscriber: translate, then send (blocking) from the run thread."""
-
-    def __init__(self, server: JmpAcpAgent) -> None:
-        self.server = server
-        self.handle: Handle | None = None
-        self.translator: Translator | None = None
-
-    def bind(self, handle: Handle) -> Translator:
-        session = handle.session
-        self.translator = Translator(session.workspace, session.artifacts.read_text)
-        self.handle = handle
-        return self.translator
-
-    def __call__(self, event: Event) -> None:
-        if self.handle is None or self.translator is None:
-            return  # events while opening (the session record, a torn-line error)
-        for update in self.translator.live(event):
-            self.server.send_from_thread(self.handle, update)
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
-
-
-def _redacted(update: Update, redactor: Any) -> Update:
-    """The update with every string passed through the session's redactor."""
-    plain = update.model_dump(mode="json", by_alias=True, exclude_none=True)
-    return type(update).model_validate(redactor.value(plain))

@@ -7,6 +7,8 @@ A session stays open (locked, its workers alive between prompts) until the proce
 
 from __future__ import annotations
 
+import contextlib
+import re
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -25,16 +27,24 @@ if TYPE_CHECKING:
     from kernel.loop.agent import Agent
     from kernel.store.session import Session
 
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 ClientServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
 EventSink = Callable[[Event], None]
 
 
 class Config:
-    """Process-wide settings and the configured MCP servers, each read once, errors kept."""
+    """Process-wide settings and the configured MCP servers, each read once, errors kept.
+
+    Two redactors: `redactor` knows the process's secrets (every key variable, the settings',
+    the configured servers'), for what belongs to no session; `log_redactor` knows those and
+    every secret any client supplied, for stderr, which is no client's. A client's own secrets
+    are its session's (Session.redactor): they never change another session's frames.
+    """
 
     def __init__(self, home: Path) -> None:
         self.home = home
         self.redactor = Redactor(environment_secrets())  # every key variable, used or not
+        self.log_redactor = Redactor(environment_secrets())
         self._lock = threading.Lock()
         self._settings: Settings | ConfigError | None = None
         self._servers: Any = None
@@ -46,6 +56,7 @@ class Config:
                 try:
                     read = boundary.Settings.environment()
                     self.redactor.add(*read.secrets)
+                    self.log_redactor.add(*read.secrets)
                     self._settings = read
                 except ConfigError as exc:
                     self._settings = exc
@@ -59,6 +70,7 @@ class Config:
             if self._servers is None:
                 self._servers = boundary.load_servers()  # read once (CONTRACT 10)
                 self.redactor.add(*self._servers.secrets)
+                self.log_redactor.add(*self._servers.secrets)
         configured = self._servers
         merged = dict(configured.servers)
         for name, spec in client_servers(client).items():
@@ -70,23 +82,78 @@ class Config:
                 )
             merged[name] = spec
         combined = type(configured)(merged, configured.path)
-        self.redactor.add(*combined.secrets)
+        self.log_redactor.add(*combined.secrets)
         return combined
+
+    def session_secrets(self, settings: Settings, servers: Any) -> tuple[str, ...]:
+        """A session's secrets: the process's and its own servers' (the client's among them)."""
+        return (*self.redactor.secrets, *settings.secrets, *servers.secrets)
+
+    def request_redactor(self, client: Sequence[Any]) -> Redactor:
+        """For the errors of a request that opens a session: the process's secrets and those of
+        the client's servers in it (when they can be read at all)."""
+        from protocol.mcp_config import server_secrets
+
+        redactor = Redactor(tuple(self.redactor.secrets))
+        with contextlib.suppress(Exception):
+            redactor.add(*server_secrets(client_servers(client)))
+        return redactor
 
 
 def client_servers(client: Sequence[ClientServer]) -> dict[str, Any]:
-    """The client's `mcpServers` as validated config entries (the CLI's own validation)."""
+    """The client's `mcpServers` as validated config entries (the CLI's own validation, after
+    `check_servers`); what is wrong is a UsageError (invalid params) naming the field."""
     from kernel.config.mcp import parse_servers
 
+    check_servers(client)
     entries: dict[str, dict[str, Any]] = {}
     for server in client:
         if server.name in entries:
-            raise ConfigError(f"the client's mcpServers name {server.name!r} twice")
+            raise UsageError(f"the client's mcpServers name {server.name!r} twice")
         entries[server.name] = _entry(server)
     try:
         return dict(parse_servers({"mcpServers": entries}))
     except ValueError as exc:
-        raise ConfigError(f"the client's mcpServers: {exc}") from None
+        raise UsageError(f"the client's mcpServers: {exc}") from None
+
+
+def check_text(value: str, field: str, header: bool = False) -> str:
+    """value, or a UsageError naming the field when it holds what no path, argument,
+    environment entry (or, for a header, HTTP header) can carry: a NUL, a lone surrogate
+    (JSON can spell one, UTF-8 cannot), a line break in a header."""
+    if "\x00" in value:
+        raise UsageError(f"{field} contains a NUL character, which no path or argument can hold")
+    surrogate = LONE_SURROGATE.search(value)
+    if surrogate is not None:
+        code = f"U+{ord(surrogate.group()):04X}"
+        raise UsageError(f"{field} contains a lone surrogate ({code}), which is not text")
+    if header and ("\r" in value or "\n" in value):
+        raise UsageError(f"{field} contains a line break, which no HTTP header can hold")
+    return value
+
+
+def check_servers(client: Sequence[ClientServer]) -> None:
+    """Every string of the client's `mcpServers`, named by its ACP field path."""
+    for i, server in enumerate(client):
+        where = f"mcpServers[{i}]"
+        check_text(server.name, f"{where}.name")
+        if isinstance(server, McpServerStdio):
+            check_text(server.command, f"{where}.command")
+            for j, arg in enumerate(server.args):
+                check_text(arg, f"{where}.args[{j}]")
+            for j, item in enumerate(server.env):
+                check_text(item.name, f"{where}.env[{j}].name")
+                if not item.name or "=" in item.name:
+                    raise UsageError(
+                        f"{where}.env[{j}].name {item.name!r} is not an environment variable "
+                        "name (empty, or it holds '=')"
+                    )
+                check_text(item.value, f"{where}.env[{j}].value")
+        elif isinstance(server, HttpMcpServer | SseMcpServer):
+            check_text(server.url, f"{where}.url", header=True)
+            for j, item in enumerate(server.headers):
+                check_text(item.name, f"{where}.headers[{j}].name", header=True)
+                check_text(item.value, f"{where}.headers[{j}].value", header=True)
 
 
 def _entry(server: ClientServer) -> dict[str, Any]:
@@ -135,8 +202,8 @@ class Handle:
 
 
 def workspace_of(cwd: str) -> Path:
-    """The client's cwd as a workspace: absolute and an existing directory."""
-    path = Path(cwd)
+    """The client's cwd as a workspace: text a path can hold, absolute, an existing directory."""
+    path = Path(check_text(cwd, "cwd"))
     if not path.is_absolute():
         raise UsageError(f"cwd {cwd!r} must be an absolute path")
     if not path.is_dir():
@@ -150,7 +217,7 @@ def create(config: Config, cwd: str, client: Sequence[ClientServer], sink: Event
     settings.require_keys()
     workspace = workspace_of(cwd)
     servers = config.servers(client)
-    secrets = (*settings.secrets, *servers.secrets)
+    secrets = config.session_secrets(settings, servers)
     session = boundary.Session.create(config.home, workspace, on_event=sink, secrets=secrets)
     return _handle(session, settings, servers)
 
@@ -160,9 +227,10 @@ def load(
 ) -> Handle:
     """Lock and load a session; a cwd other than its workspace is refused, as in the CLI."""
     settings = config.settings()
+    workspace_of(cwd)  # a cwd no path can have is refused before the session is touched
     servers = config.servers(client)
     session = boundary.Session.open(
-        config.home, session_id, on_event=sink, secrets=(*settings.secrets, *servers.secrets)
+        config.home, session_id, on_event=sink, secrets=config.session_secrets(settings, servers)
     )
     try:
         if workspace_of(cwd) != session.workspace.resolve():

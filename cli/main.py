@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, TextIO
 from cli.listing import print_sessions
 from kernel.errors import JmpError, SessionNotFound, UsageError, WorkspaceMismatch
 from kernel.store.catalog import (
+    HARNESS,
+    harness_refusal,
     is_session_id,
     list_sessions,
     read_created_by,
@@ -123,11 +125,8 @@ def _validate_session(args: argparse.Namespace) -> None:
     # lexists: a link or a FIFO there is a session that opening refuses with the reason.
     if not is_session_id(args.session) or not os.path.lexists(directory / "events.jsonl"):
         raise SessionNotFound(f"no session {args.session!r} in {home} (see jmp --list)")
-    if read_created_by(directory) == "jev-harness":
-        raise UsageError(
-            f"session {args.session} is a jev-harness run: see it with "
-            f"`jev-harness inspect {args.session}` (jmp does not continue task-script runs)"
-        )
+    if read_created_by(directory) == HARNESS:
+        raise harness_refusal(args.session)
     if args.workspace is None:
         return
     try:

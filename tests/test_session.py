@@ -166,6 +166,35 @@ def test_secrets_never_reach_the_log_or_artifacts(home, workspace):
     assert "[REDACTED]" in (s.directory / "events.jsonl").read_text()
 
 
+def test_a_secret_that_spells_a_status_or_stage_keeps_the_record_valid(home, workspace):
+    """Issue 20 item 7: an MCP env value `completed` (or `respond`, `kernel_exit`) made every
+    record with that Literal value invalid (ValidationError on append); now the fixed
+    vocabulary stays, and the same word in text is still redacted."""
+    words = ("completed", "respond", "kernel_exit", "worker_exit")
+    with Session.create(home, workspace, secrets=words) as s:
+        s.append(FinalData(status="completed", summary="completed: respond, then kernel_exit"))
+        s.emit(ModelProgressData(stage="respond", characters=3))
+        assert s.events[-1].data.status == "completed"
+        assert s.events[-1].data.summary == "[REDACTED]: [REDACTED], then [REDACTED]"
+    assert [line["data"].get("status") for line in log_lines(s.directory)] == [None, "completed"]
+
+
+def test_open_refuses_a_jev_harness_session_before_touching_it(home, workspace):
+    """Issue 20 item 9: the Python API refuses what the CLI refuses, naming `jev-harness
+    inspect`, before the lock or the log (a torn tail stays as it is); inspect still opens it."""
+    with Session.create(home, workspace, created_by="jev-harness") as s:
+        pass
+    log = s.directory / "events.jsonl"
+    with log.open("ab") as f:
+        f.write(b'{"version":1,')
+    before = (log.read_bytes(), sorted(p.name for p in s.directory.iterdir()))
+    with pytest.raises(UsageError, match=f"`jev-harness inspect {s.id}`"):
+        Session.open(home, s.id)
+    assert (log.read_bytes(), sorted(p.name for p in s.directory.iterdir())) == before
+    with Session.open(home, s.id, harness=True) as again:
+        assert again.events[0].data.created_by == "jev-harness"
+
+
 def test_status_follows_the_last_final(home, workspace):
     with Session.create(home, workspace) as s:
         assert s.status == "new"

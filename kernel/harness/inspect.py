@@ -26,7 +26,7 @@ def inspect_session(home: Path, session_id: str) -> dict[str, Any]:
     if not Session.exists(home, session_id):
         raise SessionNotFound(f"no session {session_id!r} in {home}")
     try:
-        session = Session.open(home, session_id)
+        session = Session.open(home, session_id, harness=True)
     except SessionLocked:
         events, _end = parse_log(read_nofollow(home / session_id / "events.jsonl"))
         _require_harness(events, session_id)

@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from kernel.errors import UsageError
+
 PROJECT = Path(__file__).resolve().parents[2]  # the directory that holds main.py
 SESSION_ID = re.compile(r"[0-9a-f]{32}")
 HEAD_BYTES = 64 * 1024  # a first user request longer than this is read line by line
@@ -131,6 +133,18 @@ def _first_record(directory: Path) -> dict[str, Any]:
 def read_workspace(directory: Path) -> str:
     """The workspace the session is bound to, from its first record."""
     return str(_first_record(directory)["data"]["workspace"])
+
+
+HARNESS = "jev-harness"  # the `created_by` of a task-script run's session
+
+
+def harness_refusal(session_id: str) -> UsageError:
+    """Why jmp's own openings (the CLI, ACP, the Python API's Session.open) refuse a jev-harness
+    session: jmp does not continue task-script runs."""
+    return UsageError(
+        f"session {session_id} is a jev-harness run: see it with "
+        f"`jev-harness inspect {session_id}` (jmp does not continue task-script runs)"
+    )
 
 
 def read_created_by(directory: Path) -> str:

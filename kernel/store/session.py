@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import sys
 import threading
@@ -13,10 +14,20 @@ from pathlib import Path
 from types import TracebackType
 
 import msgspec
+import msgspec.inspect
 
 from kernel.errors import SessionNotFound
 from kernel.store.artifacts import Artifacts
-from kernel.store.catalog import SessionInfo, is_session_id, list_sessions, sessions_home, status_of
+from kernel.store.catalog import (
+    HARNESS,
+    SessionInfo,
+    harness_refusal,
+    is_session_id,
+    list_sessions,
+    read_created_by,
+    sessions_home,
+    status_of,
+)
 from kernel.store.durable import fsync_dir
 from kernel.store.event_log import EventLog
 from kernel.store.guard import check_session_dir, storage_error
@@ -116,18 +127,23 @@ class Session:
         session_id: str,
         on_event: EventCallback | None = None,
         secrets: Iterable[str] = (),
+        harness: bool = False,
     ) -> Session:
         """Lock and load an existing session; a torn last line is archived and reported.
 
         A directory holding links or special files is refused before anything is written
-        (SessionRefused). On storage that refuses writes the session opens read-only
-        (`read_only`): it can be read and replayed, and any append is a StorageError.
+        (SessionRefused), and so is a jev-harness session (UsageError naming `jev-harness
+        inspect`: jmp does not continue task-script runs) unless `harness` (jev-harness's own
+        inspect). On storage that refuses writes the session opens read-only (`read_only`): it
+        can be read and replayed, and any append is a StorageError.
         """
         home = Path(home).absolute()
         if not cls.exists(home, session_id):
             raise SessionNotFound(f"no session {session_id!r} in {home}")
         directory = home / session_id
         check_session_dir(directory)
+        if not harness and read_created_by(directory) == HARNESS:
+            raise harness_refusal(session_id)  # before the lock: nothing is archived or added
         lock = SessionLock(directory / "lock").acquire(allow_read_only=True)
         log = EventLog(directory / LOG)
         try:
@@ -184,11 +200,17 @@ class Session:
         return (last or 0) + 1
 
     def _redact(self, data: Data) -> Data:
+        """Every string redacted but the fixed vocabulary of Literal fields (a status, a
+        stage): a secret that spells one (an MCP env value "completed") must not make the
+        record invalid, and those values are the protocol's, never a secret's."""
         kind = type(data)
         if kind not in KIND_OF:
             raise TypeError(f"not an event data struct: {kind.__name__}")
-        plain = self.redactor.value(msgspec.to_builtins(data))
-        return msgspec.convert(plain, kind)
+        plain = msgspec.to_builtins(data)
+        clean = self.redactor.value(plain)
+        for name in _literal_fields(kind):
+            clean[name] = plain[name]
+        return msgspec.convert(clean, kind)
 
     def _notify(self, event: Event) -> None:
         if self.on_event is None:
@@ -219,6 +241,21 @@ class Session:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.close()
+
+
+@functools.cache
+def _literal_fields(kind: type[Data]) -> tuple[str, ...]:
+    """The encoded names of kind's fields whose type is a Literal (or an optional one)."""
+    names = []
+    info = msgspec.inspect.type_info(kind)
+    assert isinstance(info, msgspec.inspect.StructType)
+    for field in info.fields:
+        types = field.type.types if isinstance(field.type, msgspec.inspect.UnionType) else ()
+        if isinstance(field.type, msgspec.inspect.LiteralType) or any(
+            isinstance(t, msgspec.inspect.LiteralType) for t in types
+        ):
+            names.append(field.encode_name)
+    return tuple(names)
 
 
 def _make_dirs(staging: Path) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
@@ -106,6 +108,62 @@ async def acp_agent(
             transport_kwargs={"stderr": err, "shutdown_timeout": 60.0},
         ) as (conn, process):
             yield Agent(conn, process, client, stderr)
+
+
+class Wire:
+    """`python main.py --acp` with hand-framed JSON-RPC, to see exactly the bytes it writes
+    (and to send bytes no SDK would). Every line read is kept in `lines`."""
+
+    def __init__(self, jmp: Cli, name: str = "wire") -> None:
+        self.stderr_path = jmp.tmp / f"{name}.stderr"
+        self.stderr = self.stderr_path.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "main.py"), "--acp"],
+            cwd=jmp.workspace,
+            env=jmp.env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+        )
+        self.lines: list[bytes] = []
+        self.next_id = 0
+
+    def send_line(self, data: bytes) -> None:
+        """Any bytes, then a newline."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(data + b"\n")
+        self.proc.stdin.flush()
+
+    def read(self) -> dict[str, Any]:
+        """The next message the agent writes (each line must be one JSON object)."""
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        assert line, "the agent closed stdout"
+        self.lines.append(line)
+        message = json.loads(line)
+        assert isinstance(message, dict), line
+        return message
+
+    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        """Send a request; read (and keep) every line until its response."""
+        self.next_id += 1
+        frame = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
+        self.send_line(json.dumps(frame).encode())
+        while True:
+            message = self.read()
+            if message.get("id") == self.next_id and "method" not in message:
+                return message
+
+    def frames(self) -> list[dict[str, Any]]:
+        return [json.loads(line) for line in self.lines]
+
+    def close(self) -> tuple[int, bytes]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.close()
+        rest = self.proc.stdout.read()
+        self.proc.stdout.close()
+        self.stderr.close()
+        return self.proc.wait(timeout=60), rest
 
 
 def run(coroutine: Any) -> Any:

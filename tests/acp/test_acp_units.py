@@ -132,3 +132,81 @@ def test_an_uncertain_call_says_what_died() -> None:
     assert text("worker_exit", True).startswith("Outcome unknown: an MCP server died during")
     assert text("worker_exit", False).startswith("Outcome unknown: the tool worker died during")
     assert text("kernel_exit", False).startswith("Outcome unknown: jmp itself was stopped")
+
+
+def schema_fields() -> set[str]:
+    """The aliases of every field of the SDK's schema models that holds protocol, not text: a
+    Literal or enum (a discriminator, a status, a kind) or an id."""
+    import enum
+    import inspect
+    import typing
+
+    import acp.schema
+    from pydantic import BaseModel
+
+    def fixed(t: object) -> bool:
+        if typing.get_origin(t) is typing.Literal:
+            return True
+        if inspect.isclass(t) and issubclass(t, enum.Enum):
+            return True
+        return any(fixed(a) for a in typing.get_args(t))
+
+    found = set()
+    for model in vars(acp.schema).values():
+        if inspect.isclass(model) and issubclass(model, BaseModel) and model is not BaseModel:
+            for name, info in model.model_fields.items():
+                alias = info.alias or name
+                if fixed(info.annotation) or alias.endswith("Id") or alias == "id":
+                    found.add(alias)
+    return found
+
+
+def test_every_protocol_field_of_the_schema_is_kept_from_redaction() -> None:
+    """A new SDK version with a new enum or id field fails here until frames.STRUCTURAL has it."""
+    from acp_server.frames import STRUCTURAL
+
+    assert schema_fields() - STRUCTURAL == set()
+
+
+def test_scrub_redacts_string_values_never_keys_or_protocol_values() -> None:
+    from acp_server.frames import scrub
+    from kernel.store.redact import Redactor
+
+    redactor = Redactor(("result", "session", "completed", "/home/me/proj", "tool_call"))
+    frame = {
+        "jsonrpc": "2.0",
+        "method": "session/update",
+        "params": {
+            "sessionId": "completed",
+            "update": {
+                "sessionUpdate": "tool_call",
+                "status": "completed",
+                "title": "Run echo result in /home/me/proj/session",
+                "content": [{"type": "content", "content": {"type": "text", "text": "result"}}],
+                "rawInput": {"status": "completed", "result": ["session"]},
+            },
+        },
+    }
+    clean = scrub(frame, redactor)
+    assert clean["method"] == "session/update" and clean["params"]["sessionId"] == "completed"
+    update = clean["params"]["update"]
+    assert (update["sessionUpdate"], update["status"]) == ("tool_call", "completed")
+    assert update["title"] == "Run echo [REDACTED] in [REDACTED]/[REDACTED]"
+    assert update["content"][0]["content"] == {"type": "text", "text": "[REDACTED]"}
+    # free JSON (tool input) holds no protocol: all its strings are text; keys stay
+    assert update["rawInput"] == {"status": "[REDACTED]", "result": ["[REDACTED]"]}
+    assert frame["params"]["update"]["title"].startswith("Run echo result")  # a copy
+
+
+def test_an_overlong_lines_id_is_found_among_its_first_members() -> None:
+    from acp_server.frames import prefix_id
+    from acp_server.wire import MAX_LINE_BYTES
+
+    assert MAX_LINE_BYTES == 16 * 1024 * 1024  # README "Use from an editor" says 16 MiB
+    assert prefix_id(b'{"jsonrpc": "2.0", "id": 7, "method": "session/prompt", "params": {"x') == 7
+    assert prefix_id(b' {"id":"a-1","jsonrpc":"2.0","params":{"prompt":[') == "a-1"
+    assert prefix_id(b'{"jsonrpc":"2.0","method":"x","params":{"id":3,"text":"aaa') is None
+    assert prefix_id(b'{"params":{"id":3},"id":4,"x') == 4  # a whole top-level member
+    assert prefix_id(b'{"params":{"id":3},"id":4') is None  # cut: it may be 45
+    assert prefix_id(b'{"id":[1],"method":"x"') is None
+    assert prefix_id(b"[1, 2") is None and prefix_id(b"") is None

@@ -5,56 +5,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from typing import Any
 
 import pytest
 
-from tests.acp.helpers import left_running
+from tests.acp.helpers import Wire, left_running
 from tests.support.cli import FLASH_KEY, JEV_KEY, ROOT, Cli
 
 # Each test starts real ACP processes and workers; on a loaded shared machine that alone
 # can take a minute, so the per-test limit is wider than the suite default.
 pytestmark = pytest.mark.timeout(300)
-
-
-class Wire:
-    """Hand-framed JSON-RPC, to see exactly the bytes the agent writes."""
-
-    def __init__(self, jmp: Cli) -> None:
-        self.stderr = (jmp.tmp / "wire.stderr").open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "main.py"), "--acp"],
-            cwd=jmp.workspace,
-            env=jmp.env(),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.stderr,
-        )
-        self.lines: list[bytes] = []
-        self.next_id = 0
-
-    def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Send a request; read (and keep) every line until its response."""
-        self.next_id += 1
-        frame = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.write(json.dumps(frame).encode() + b"\n")
-        self.proc.stdin.flush()
-        while True:
-            line = self.proc.stdout.readline()
-            assert line, "the agent closed stdout"
-            self.lines.append(line)
-            message = json.loads(line)
-            if message.get("id") == self.next_id and "method" not in message:
-                return message
-
-    def close(self) -> tuple[int, bytes]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self.proc.stdin.close()
-        rest = self.proc.stdout.read()
-        self.proc.stdout.close()
-        self.stderr.close()
-        return self.proc.wait(timeout=60), rest
 
 
 def test_stdout_is_json_rpc_only_and_eof_exits_zero_with_nothing_left(jmp: Cli) -> None:
@@ -86,7 +45,7 @@ def test_stdout_is_json_rpc_only_and_eof_exits_zero_with_nothing_left(jmp: Cli) 
     assert replayed == ["print my key [REDACTED] and [REDACTED]"]
     outputs = json.dumps(updates)
     assert "printing [REDACTED]" in outputs and "The key was [REDACTED]." in outputs
-    stderr = (jmp.tmp / "wire.stderr").read_bytes()
+    stderr = wire.stderr_path.read_bytes()
     for secret in (FLASH_KEY, JEV_KEY):
         assert secret.encode() not in b"".join(wire.lines) and secret.encode() not in stderr
     assert not left_running(jmp)  # workers and their shells are gone, the lock is free

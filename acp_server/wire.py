@@ -1,0 +1,163 @@
+"""`jmp --acp`'s stdio transport: bounded lines in, checked messages on, redacted messages out.
+
+It fills the SDK's `Transport` seam (whole JSON-RPC messages between `Connection` and the
+pipes) in place of the SDK's newline transport, which joins the pieces of an over-long line
+however long it gets, logs a line that is not JSON and answers nothing, and hands a JSON line
+that is not an object to a router that then dies with every session. Here a bad line gets the
+JSON-RPC error that names it (acp_server/frames.py says which), is dropped, and the next line
+is read; a line over MAX_LINE_BYTES is discarded up to its newline, never held whole.
+
+Outgoing messages are redacted before they are encoded, string value by string value
+(`frames.scrub`: never keys or protocol values). A message that belongs to a session (its
+`sessionId`, or the reply to a request that named one) gets that session's redactor, which
+knows the secrets its client supplied; any other gets the process's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from acp_server.frames import (
+    INVALID_REQUEST,
+    Redacts,
+    Refused,
+    check_message,
+    decode,
+    prefix_id,
+    scrub,
+)
+
+MAX_LINE_BYTES = 16 * 1024 * 1024  # a prompt fits the router's context (~28 kB) many times over
+ID_SCAN_BYTES = 4096  # of an over-long line, where its id is looked for
+
+
+class _Overlong:
+    """A line that was discarded; its first bytes, to find its id."""
+
+    def __init__(self, head: bytes) -> None:
+        self.head = head
+
+
+class StdioTransport:
+    """The SDK's `Transport` over the stdio pipes (see the module docstring)."""
+
+    def __init__(
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        redactor_for: Callable[[str | None], Redacts],
+        max_line_bytes: int = MAX_LINE_BYTES,
+    ) -> None:
+        self._reader = reader
+        self._writer = writer
+        self._redactor_for = redactor_for
+        self._max = max_line_bytes
+        self._session_of: dict[tuple[str, Any], str] = {}  # request id -> its sessionId
+        self._closed = False
+
+    async def receive(self) -> dict[str, Any] | None:
+        """The next message; None at the end of input. Bad lines are answered and skipped."""
+        while True:
+            line = await self._line()
+            if line is None:
+                return None
+            if isinstance(line, _Overlong):
+                limit = f"{self._max:,}"
+                await self._refuse(
+                    Refused(
+                        INVALID_REQUEST,
+                        f"Invalid Request: a line of more than {limit} bytes was discarded "
+                        f"(jmp --acp reads JSON-RPC lines of up to {limit} bytes)",
+                        prefix_id(line.head),
+                    )
+                )
+                continue
+            if not line.strip():
+                continue
+            try:
+                message = check_message(decode(line))
+            except Refused as refused:
+                await self._refuse(refused)
+                continue
+            self._remember(message)
+            return message
+
+    async def send(self, message: dict[str, Any]) -> None:
+        """Redact (with the session's redactor when the message belongs to one), encode, write."""
+        redactor = self._redactor_for(self._session(message))
+        data = json.dumps(scrub(message, redactor), separators=(",", ":")) + "\n"
+        if self._closed:
+            raise ConnectionError("the transport is closed")
+        self._writer.write(data.encode("ascii"))  # json.dumps escapes all else: ASCII only
+        await self._writer.drain()
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with contextlib.suppress(Exception):
+            self._writer.close()
+
+    # --- internals ----------------------------------------------------------------------
+
+    def _remember(self, message: dict[str, Any]) -> None:
+        params = message.get("params")
+        if "method" in message and "id" in message and isinstance(params, Mapping):
+            session = params.get("sessionId")
+            if isinstance(session, str):
+                self._session_of[_key(message["id"])] = session
+
+    def _session(self, message: dict[str, Any]) -> str | None:
+        if "method" in message:
+            params = message.get("params")
+            session = params.get("sessionId") if isinstance(params, Mapping) else None
+            return session if isinstance(session, str) else None
+        return self._session_of.pop(_key(message.get("id")), None)
+
+    async def _refuse(self, refused: Refused) -> None:
+        logging.warning("refused a line from the client: %s", refused.message)
+        reply = {
+            "jsonrpc": "2.0",
+            "id": refused.request_id,
+            "error": {"code": refused.code, "message": refused.message},
+        }
+        with contextlib.suppress(ConnectionError, RuntimeError):
+            await self.send(reply)
+
+    async def _line(self) -> bytes | _Overlong | None:
+        """The next line (None at EOF), or _Overlong once an over-long one is skipped whole."""
+        reader = self._reader
+        try:
+            line = await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as end:
+            return end.partial or None
+        except asyncio.LimitOverrunError as over:
+            head = await reader.readexactly(min(over.consumed, ID_SCAN_BYTES))
+            await self._discard(over.consumed - len(head))
+            return _Overlong(head)
+        if len(line) > self._max + 1:  # the reader's limit is a little larger than ours
+            return _Overlong(line[:ID_SCAN_BYTES])
+        return line
+
+    async def _discard(self, known: int) -> None:
+        """Drop `known` buffered bytes, then everything up to and including the next newline."""
+        reader = self._reader
+        if known > 0:
+            await reader.readexactly(known)
+        while True:
+            try:
+                await reader.readuntil(b"\n")
+                return
+            except asyncio.LimitOverrunError as over:
+                await reader.readexactly(max(1, over.consumed))
+            except asyncio.IncompleteReadError:
+                return  # the input ended inside the line
+
+
+def _key(request_id: Any) -> tuple[str, Any]:
+    return (type(request_id).__name__, request_id)  # 1 and "1" are different ids
