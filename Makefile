@@ -14,7 +14,15 @@ CODE := cli kernel protocol workers acp_server jev_harness apixly_jev_harness be
 
 .PHONY: install test bench chaos lint fmt type check demo docs clean
 
+# The power-cut simulator (README "Resilience") needs libfuse 3 and fusermount3: installed here
+# when missing and we are root with apt-get; else its tests skip and say why.
+FUSE3 := command -v fusermount3 >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	{ DEBIAN_FRONTEND=noninteractive apt-get install -y -q fuse3 >/dev/null 2>&1 || \
+	{ apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q fuse3 >/dev/null 2>&1; }; }; } || \
+	echo "note: no fuse3 (libfuse 3, fusermount3): power cuts will be skipped" >&2
+
 install:
+	@$(FUSE3)
 	@base=$$($(FIND_PYTHON)) || exit 1; \
 	if [ -x $(PY) ] && ! $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then rm -rf $(VENV); fi; \
 	[ -x $(PY) ] || "$$base" -m venv $(VENV); \

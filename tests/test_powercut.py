@@ -1,0 +1,327 @@
+"""The power-cut simulator proves its model: what a cut keeps and loses, under each model's
+rules for directory entries, by the image alone (fast) and through a real FUSE mount."""
+
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.chaos.powercut.control import LossyDisk, available
+from tests.chaos.powercut.cut import take
+from tests.chaos.powercut.model import MODELS, PAGE, Image
+
+# --- the image alone ------------------------------------------------------------------
+
+
+class Files:
+    """A toy process on an Image: keeps live bytes the way the backing directory would."""
+
+    def __init__(self, model: str) -> None:
+        self.image = Image(model)
+        self.data: dict[int, bytearray] = {}
+
+    def create(self, path: str, kind: str = "file") -> int:
+        node = self.image.create(path, kind, 0o644)
+        self.data[node] = bytearray()
+        return node
+
+    def write(self, path: str, data: bytes, offset: int | None = None) -> None:
+        node = self.image.lookup(path)
+        assert node is not None
+        buf = self.data[node]
+        at = len(buf) if offset is None else offset
+        buf.extend(bytes(max(0, at - len(buf))))  # a write past the end leaves a hole of zeros
+        buf[at : at + len(data)] = data
+        self.image.write(node, at, len(data))
+
+    def fsync(self, path: str) -> None:
+        node = self.image.lookup(path)
+        assert node is not None
+        kind = self.image.nodes[node].kind
+        self.image.sync(node, bytes(self.data[node]) if kind == "file" else None)
+
+    def cut(self, data: str = "lose", dirs: str = "lose", seed: int = 0) -> dict[str, bytes]:
+        report = take(self.image, random.Random(seed), data, dirs, self._live)
+        return {e.path: e.data for e in report.entries if e.kind == "file"} | {
+            e.path + "/": b"" for e in report.entries if e.kind == "dir"
+        }
+
+    def _live(self, node: int) -> bytes | None:
+        return bytes(self.data[node]) if node in self.data else None
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_an_unsynced_write_vanishes_and_a_synced_one_survives(model: str) -> None:
+    files = Files(model)
+    files.create("/log")
+    files.fsync("/")
+    files.write("/log", b"first\n")
+    files.fsync("/log")
+    files.write("/log", b"second\n")
+    assert files.cut() == {"/log": b"first\n"}
+
+
+def test_strict_posix_a_file_fsync_does_not_name_it_and_a_directory_fsync_does() -> None:
+    files = Files("strict")
+    files.create("/d", "dir")
+    files.create("/d/new")
+    files.write("/d/new", b"data")
+    files.fsync("/d/new")
+    assert files.cut() == {}  # neither /d nor /d/new has a durable name
+    files.fsync("/")
+    assert files.cut() == {"/d/": b""}  # /d is named, its entries are not
+    files.fsync("/d")
+    assert files.cut() == {"/d/": b"", "/d/new": b"data"}
+
+
+def test_strict_posix_an_unsynced_rename_is_undone() -> None:
+    files = Files("strict")
+    files.create("/tmp-1")
+    files.write("/tmp-1", b"whole")
+    files.fsync("/tmp-1")
+    files.fsync("/")
+    files.image.rename("/tmp-1", "/final")
+    files.fsync("/final")  # the file's fsync: still only its data
+    assert files.cut() == {"/tmp-1": b"whole"}
+    files.fsync("/")
+    assert files.cut() == {"/final": b"whole"}
+
+
+def test_a_rename_over_a_file_keeps_the_old_one_until_the_directory_is_synced() -> None:
+    files = Files("strict")
+    files.create("/f")
+    files.write("/f", b"old")
+    files.fsync("/f")
+    files.fsync("/")
+    files.create("/.tmp")
+    files.write("/.tmp", b"new")
+    files.fsync("/.tmp")
+    files.image.rename("/.tmp", "/f")
+    assert files.cut() == {"/f": b"old"}
+    files.fsync("/")
+    assert files.cut() == {"/f": b"new"}
+
+
+def test_name_model_a_files_fsync_names_it_and_nothing_else() -> None:
+    files = Files("name")
+    files.create("/a")
+    files.create("/b")
+    files.fsync("/a")
+    assert files.cut() == {"/a": b""}
+    files.image.rename("/a", "/c")
+    files.fsync("/c")
+    assert files.cut() == {"/c": b""}  # the move commits whole: no /a left behind
+
+
+def test_name_model_a_directory_fsync_names_it_but_not_its_parent() -> None:
+    files = Files("name")
+    files.create("/top", "dir")
+    files.create("/top/sub", "dir")
+    files.create("/top/sub/f")
+    files.fsync("/top/sub/f")
+    assert files.cut() == {}  # /top itself was never named durably
+    files.fsync("/top")
+    assert files.cut() == {"/top/": b"", "/top/sub/": b"", "/top/sub/f": b""}
+
+
+def test_journal_model_any_fsync_commits_every_earlier_directory_change() -> None:
+    files = Files("journal")
+    files.create("/d", "dir")
+    files.create("/d/out")
+    files.write("/d/out", b"not synced")
+    files.create("/log")
+    files.fsync("/log")
+    files.create("/later")
+    # names are durable up to the fsync; /d/out's data was never synced: an empty file
+    assert files.cut() == {"/d/": b"", "/d/out": b"", "/log": b""}
+
+
+def test_a_torn_append_keeps_a_prefix_at_a_byte_or_page_boundary() -> None:
+    files = Files("journal")
+    files.create("/log")
+    files.write("/log", b"durable\n")
+    files.fsync("/log")
+    tail = bytes(range(256)) * 40  # 10,240 bytes over three pages
+    files.write("/log", tail)
+    kept_bytes, kept_pages = set(), set()
+    for seed in range(40):
+        data = files.cut("torn-byte", seed=seed)["/log"]
+        assert data == (b"durable\n" + tail)[: len(data)] and len(data) >= 8
+        kept_bytes.add(len(data))
+        data = files.cut("torn-page", seed=seed)["/log"]
+        assert data == (b"durable\n" + tail)[: len(data)]
+        assert len(data) % PAGE == 0 or len(data) in (8, 8 + len(tail))
+        kept_pages.add(len(data))
+    assert len(kept_bytes) > 10
+    assert {PAGE, 2 * PAGE} <= kept_pages <= {8, PAGE, 2 * PAGE, 8 + len(tail)}
+
+
+def test_a_failed_fsync_forgets_the_written_pages_for_good() -> None:
+    files = Files("strict")
+    files.create("/log")
+    files.fsync("/")
+    files.write("/log", b"A" * 100)
+    node = files.image.lookup("/log")
+    assert node is not None
+    files.image.sync_failed(node)
+    files.write("/log", b"B" * 100, offset=PAGE)  # the next page
+    files.fsync("/log")  # succeeds, as a retry would
+    data = files.cut()["/log"]
+    assert data == bytes(PAGE) + b"B" * 100  # page 0 was never written: it reads as zeros
+
+
+def test_a_subset_of_unsynced_directory_operations_may_survive() -> None:
+    seen: dict[str, set[frozenset[str]]] = {}
+    for model in ("strict", "journal"):
+        for seed in range(30):
+            files = Files(model)
+            for name in ("/a", "/b", "/c"):
+                files.create(name)
+            seen.setdefault(model, set()).add(frozenset(files.cut(dirs="subset", seed=seed)))
+    assert frozenset({"/b"}) in seen["strict"]  # any subset
+    assert seen["journal"] == {frozenset(x) for x in ([], ["/a"], ["/a", "/b"], ["/a", "/b", "/c"])}
+
+
+def test_an_older_unsynced_op_never_undoes_a_newer_durable_entry() -> None:
+    files = Files("name")
+    files.create("/x")  # op 1: /x -> X (never committed by itself)
+    files.image.rename("/x", "/y")  # op 2
+    files.create("/x")  # op 3: /x -> Z
+    files.fsync("/x")  # commits op 3 (Z's name)
+    for seed in range(20):
+        assert set(files.cut(dirs="subset", seed=seed)) in ({"/x"}, {"/x", "/y"})
+        assert files.cut(dirs="subset", seed=seed)["/x"] == b""
+
+
+# --- through a real FUSE mount ----------------------------------------------------------
+
+REASON = available()
+fuse = pytest.mark.skipif(REASON is not None, reason=f"power cuts need FUSE: {REASON}")
+
+
+@pytest.fixture
+def disk(tmp_path: Path) -> Iterator[LossyDisk]:
+    lossy = LossyDisk(tmp_path / "backing", tmp_path / "mnt", "strict", tmp_path / "state")
+    lossy.start()
+    yield lossy
+    lossy.kill()
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+@fuse
+def test_through_fuse_a_cut_keeps_only_what_was_synced(disk: LossyDisk) -> None:
+    mnt, backing = disk.mount, disk.backing
+    (mnt / "kept").write_bytes(b"durable\n")
+    with open(mnt / "kept", "ab") as out:  # O_APPEND through the mount
+        out.write(b"synced append\n")
+        out.flush()
+        os.fsync(out.fileno())
+        out.write(b"lost append\n")
+    (mnt / "tmp").write_bytes(b"renamed, never synced")
+    _fsync(mnt / "tmp")
+    _fsync(mnt)
+    os.rename(mnt / "tmp", mnt / "final")
+    (mnt / "new").write_bytes(b"never named durably")
+    assert (mnt / "kept").read_bytes().endswith(b"lost append\n")
+    disk.freeze()
+    report = disk.cut("lose", "lose", seed=1)
+    assert sorted(os.listdir(backing)) == ["kept", "tmp"]
+    assert (backing / "kept").read_bytes() == b"durable\nsynced append\n"
+    assert (backing / "tmp").read_bytes() == b"renamed, never synced"
+    assert "rename /tmp -> /final" in report["undone"]
+    disk.start()  # power back: the image is what the mount shows
+    assert sorted(os.listdir(disk.mount)) == ["kept", "tmp"]
+
+
+@fuse
+def test_through_fuse_a_torn_append_and_injected_eio_and_enospc(disk: LossyDisk) -> None:
+    mnt = disk.mount
+    disk.arm(
+        [
+            {"op": "fsync", "pattern": r"/eio$", "nth": 1, "action": "eio"},
+            {"op": "write", "pattern": r"/full$", "nth": 2, "action": "enospc"},
+        ]
+    )
+    fd = os.open(mnt / "eio", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, b"x")
+    with pytest.raises(OSError) as failed:
+        os.fsync(fd)
+    assert failed.value.errno == 5
+    os.fsync(fd)  # the retry succeeds, and the byte is not on the disk for it
+    os.close(fd)
+    with open(mnt / "full", "wb", buffering=0) as out:
+        out.write(b"first")
+        with pytest.raises(OSError) as full:
+            out.write(b"second")
+    assert full.value.errno == 28
+    log = mnt / "log"
+    log.write_bytes(b"line 1\n")
+    _fsync(log)
+    _fsync(mnt)
+    with open(log, "ab") as out:
+        out.write(b"line 2 is long enough to be torn somewhere in the middle\n")
+    status = disk.status()
+    assert [len(r["fired"]) for r in status["rules"]] == [1, 1]
+    disk.freeze()
+    disk.cut("torn-byte", "lose", seed=3)
+    data = (disk.backing / "log").read_bytes()
+    whole = b"line 1\nline 2 is long enough to be torn somewhere in the middle\n"
+    assert whole.startswith(data) and len(data) >= 7
+    assert "eio" not in os.listdir(disk.backing) or (disk.backing / "eio").read_bytes() != b"x"
+
+
+@fuse
+def test_through_fuse_locks_sqlite_mmap_and_a_frozen_disk(disk: LossyDisk) -> None:
+    mnt = disk.mount
+    # flock (jmp's session lock) and POSIX locks (SQLite's) are the kernel's, on this mount
+    first = os.open(mnt / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+    second = os.open(mnt / "lock", os.O_RDWR)
+    fcntl.flock(first, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    with pytest.raises(BlockingIOError):
+        fcntl.flock(second, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.close(second)
+    os.close(first)
+    db = sqlite3.connect(mnt / "memory.sqlite3")
+    db.execute("PRAGMA journal_mode=WAL")  # its -shm file is a shared writable mmap
+    db.execute("CREATE TABLE t(x)")
+    db.executemany("INSERT INTO t VALUES (?)", [(i,) for i in range(100)])
+    db.commit()
+    assert db.execute("SELECT count(*) FROM t").fetchone() == (100,)
+    db.close()
+    with open(mnt / "mapped", "wb") as out:
+        out.write(bytes(PAGE))
+    with open(mnt / "mapped", "r+b") as out:
+        view = mmap.mmap(out.fileno(), PAGE)
+        view[:5] = b"hello"
+        view.flush()
+        view.close()
+    assert (mnt / "mapped").read_bytes()[:5] == b"hello"
+    # frozen, a writer waits (it never finishes before the cut), even SIGKILLed: FUSE waits
+    # out a request the daemon holds; the cut fails it (EIO) and takes nothing of it
+    disk.freeze()
+    script = f"open({str(mnt / 'late')!r}, 'w').write('late')"
+    writer = subprocess.Popen([sys.executable, "-c", script])
+    while not disk.status()["blocked"]:  # its lookup of `late` waits at the gate
+        assert writer.poll() is None
+        time.sleep(0.01)
+    writer.kill()
+    disk.cut("lose", "lose", seed=0)
+    assert writer.wait() == -9
+    assert "late" not in os.listdir(disk.backing)
