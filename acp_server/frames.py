@@ -148,29 +148,51 @@ def usable_id(value: Any) -> bool:
     return isinstance(value, int) or (isinstance(value, float) and math.isfinite(value))
 
 
-def prefix_id(prefix: bytes) -> Any:
-    """The id of a line cut after its first bytes, when it stands whole among its leading
-    members (`{"jsonrpc": "2.0", "id": 7, ...`, the order the SDKs write); else None."""
+def overlong(prefix: bytes, limit: int) -> Refused | dict[str, Any]:
+    """What a line discarded for its length becomes, from its first bytes: the error to answer
+    a request with (with its id when that stands whole among its leading members, as SDKs
+    write `jsonrpc`, `id`, `method` before `params`), or, for the client's response to one of
+    our requests, an error response that ends our waiting request (answering it instead would
+    look to the client like a reply to a request of its own with that id)."""
+    members, cut = leading_members(prefix)
+    request_id = members.get("id")
+    usable = "id" in members and usable_id(request_id)
+    message = (
+        f"Invalid Request: a line of more than {limit:,} bytes was discarded "
+        f"(jmp --acp reads JSON-RPC lines of up to {limit:,} bytes)"
+    )
+    error = {"code": INVALID_REQUEST, "message": message}
+    if usable and "method" not in members and cut in ("result", "error"):
+        return {"jsonrpc": "2.0", "id": request_id, "error": error}
+    is_request = "method" in members or cut == "params"
+    return Refused(INVALID_REQUEST, message, request_id if usable and is_request else None)
+
+
+def leading_members(prefix: bytes) -> tuple[dict[str, Any], str | None]:
+    """The members of a JSON object's first bytes that stand whole (`"id": 4` at the cut may
+    be 45: not whole), and the key of the member the cut falls in (None if not found)."""
     decoder = json.JSONDecoder()
     text = prefix.decode("utf-8", "replace")
+    members: dict[str, Any] = {}
     at = _skip_space(text, 0)
     if not text.startswith("{", at):
-        return None
+        return members, None
     at += 1
+    key: Any = None
     with contextlib.suppress(ValueError, IndexError):
         while True:
+            key = None
             key, at = decoder.raw_decode(text, _skip_space(text, at))
             at = _skip_space(text, at)
             if text[at] != ":":
-                return None
+                return members, None
             value, at = decoder.raw_decode(text, _skip_space(text, at + 1))
             at = _skip_space(text, at)
-            if text[at] not in ",}":  # raises IndexError at the cut: `"id": 4` may be 45
-                return None
-            if key == "id":
-                return value if usable_id(value) else None
+            if text[at] not in ",}":  # raises IndexError at the cut
+                return members, None
+            members[key] = value
             at += 1
-    return None
+    return members, key if isinstance(key, str) else None
 
 
 def decode(line: bytes) -> Any:

@@ -23,12 +23,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from acp_server.frames import (
-    INVALID_REQUEST,
     Redacts,
     Refused,
     check_message,
     decode,
-    prefix_id,
+    overlong,
     scrub,
 )
 
@@ -67,16 +66,12 @@ class StdioTransport:
             if line is None:
                 return None
             if isinstance(line, _Overlong):
-                limit = f"{self._max:,}"
-                await self._refuse(
-                    Refused(
-                        INVALID_REQUEST,
-                        f"Invalid Request: a line of more than {limit} bytes was discarded "
-                        f"(jmp --acp reads JSON-RPC lines of up to {limit} bytes)",
-                        prefix_id(line.head),
-                    )
-                )
-                continue
+                verdict = overlong(line.head, self._max)
+                if isinstance(verdict, Refused):
+                    await self._refuse(verdict)
+                    continue
+                logging.warning("discarded an over-long response from the client")
+                return verdict
             if not line.strip():
                 continue
             try:

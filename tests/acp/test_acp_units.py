@@ -198,15 +198,24 @@ def test_scrub_redacts_string_values_never_keys_or_protocol_values() -> None:
     assert frame["params"]["update"]["title"].startswith("Run echo result")  # a copy
 
 
-def test_an_overlong_lines_id_is_found_among_its_first_members() -> None:
-    from acp_server.frames import prefix_id
+def test_an_overlong_line_is_answered_with_its_id_or_ends_our_request() -> None:
+    from acp_server.frames import Refused, overlong
     from acp_server.wire import MAX_LINE_BYTES
 
     assert MAX_LINE_BYTES == 16 * 1024 * 1024  # README "Use from an editor" says 16 MiB
-    assert prefix_id(b'{"jsonrpc": "2.0", "id": 7, "method": "session/prompt", "params": {"x') == 7
-    assert prefix_id(b' {"id":"a-1","jsonrpc":"2.0","params":{"prompt":[') == "a-1"
-    assert prefix_id(b'{"jsonrpc":"2.0","method":"x","params":{"id":3,"text":"aaa') is None
-    assert prefix_id(b'{"params":{"id":3},"id":4,"x') == 4  # a whole top-level member
-    assert prefix_id(b'{"params":{"id":3},"id":4') is None  # cut: it may be 45
-    assert prefix_id(b'{"id":[1],"method":"x"') is None
-    assert prefix_id(b"[1, 2") is None and prefix_id(b"") is None
+
+    def reply_id(head: bytes) -> object:
+        verdict = overlong(head, 100)
+        assert isinstance(verdict, Refused) and "more than 100 bytes" in verdict.message
+        return verdict.request_id
+
+    assert reply_id(b'{"jsonrpc": "2.0", "id": 7, "method": "session/prompt", "params": {"x') == 7
+    assert reply_id(b' {"id":"a-1","jsonrpc":"2.0","params":{"prompt":[') == "a-1"
+    assert reply_id(b'{"jsonrpc":"2.0","method":"x","params":{"id":3,"text":"aaa') is None
+    assert reply_id(b'{"method":"x","params":{"id":3},"id":4,"x') == 4  # a whole member
+    assert reply_id(b'{"method":"x","params":{"id":3},"id":4') is None  # cut: it may be 45
+    assert reply_id(b'{"id":[1],"method":"x"') is None
+    assert reply_id(b"[1, 2") is None and reply_id(b"") is None
+    # the client's answer to our request 0 ends that request with an error, answers nothing
+    ends = overlong(b'{"jsonrpc":"2.0","id":0,"result":{"outcome":{"x":"', 100)
+    assert isinstance(ends, dict) and (ends["id"], ends["error"]["code"]) == (0, -32600)
