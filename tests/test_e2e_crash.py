@@ -152,14 +152,6 @@ def test_a_follow_up_on_an_uncertain_session_is_kept_and_blocked(jmp: Cli) -> No
     assert texts == ["append", "and then tidy up"]
 
 
-def test_model_keys_never_reach_the_tool_shell(jmp: Cli) -> None:
-    script_one_bash(jmp, "env | grep -c _API_KEY; true")
-    script_finish(jmp)
-    out = jmp.task("show env")
-    assert out.code == 0, out.stderr
-    assert out.of("tool_finished")[0]["text"].strip().startswith("0")
-
-
 def test_workspace_path_escape_is_refused(jmp: Cli, tmp_path: Path) -> None:
     outside = tmp_path / "outside.txt"
     jmp.jev.script([{"route": "write"}] * 3)

@@ -15,7 +15,6 @@ import sys
 import textwrap
 import threading
 from pathlib import Path
-from typing import Any
 
 import msgspec
 import psutil
@@ -269,30 +268,6 @@ def test_the_preloaded_pool_forks_single_threaded() -> None:
         timeout=580,
     )
     assert out.returncode == 0 and "single-threaded" in out.stdout, out.stderr[-2000:]
-
-
-@pytest.mark.timeout(300)  # a cold OpenHands import in the forked worker, on a shared machine
-def test_cli_tool_worker_forked_and_killed_mid_command_is_uncertain(jmp: Any) -> None:
-    """The real CLI and tool worker, forked by a private pool: kill -9 mid-command."""
-    from tests.support.cli import finish, wait_for_line
-    from tests.test_e2e_crash import processes_with, script_one_bash, uncertain, wait_gone
-
-    with private_pool() as pool:
-        script_one_bash(jmp, "echo ran >> effect.txt; sleep 30.5432")
-        proc = jmp.start("--workspace", str(jmp.workspace), "run the slow job")
-        lines = wait_for_line(proc, lambda line: line["kind"] in ("tool_started", "error"), 240)
-        assert lines[-1]["kind"] == "tool_started", lines[-1]
-        while not processes_with("sleep 30.5432"):
-            assert proc.poll() is None
-        (worker,) = [p for p in processes_with("workers.tool") if p.ppid() == pool.pid]
-        worker.send_signal(signal.SIGKILL)
-        rest = wait_for_line(proc, lambda line: line["kind"] == "tool_uncertain", timeout=10)
-        record = rest[-1]["data"]
-        assert record["cause"] == "worker_exit" and record["signal"] == signal.SIGKILL
-        assert finish(proc) == 2
-        assert not wait_gone("sleep 30.5432")
-        assert not children_of(pool.pid)
-        assert len(uncertain(jmp.log(lines[0]["session_id"]))) == 1
 
 
 def test_an_idle_pool_exits_by_itself(tmp_path: Path) -> None:

@@ -1,0 +1,52 @@
+"""The matrix: every row (a test taking `cell`) runs on every spawn path x front end whose
+surfaces meet the row's needs (`@needs(...)`, frontends.py); rows listed in pending.py are
+xfail(strict) on the cells named there. See README.md."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.security import scenarios
+from tests.security.pending import pending_for
+from tests.security.scenarios import Cell, Run, cells
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "matrix(needs): a matrix row needing front-end surfaces")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "cell" not in metafunc.fixturenames:
+        return
+    marker = metafunc.definition.get_closest_marker("matrix")
+    wanted: frozenset[str] = marker.kwargs.get("needs", frozenset()) if marker else frozenset()
+    params = []
+    for cell in cells():
+        if not wanted <= cell.fe.surfaces:
+            continue
+        marks = []
+        entry = pending_for(metafunc.function.__name__, cell.path, cell.front_end)
+        if entry is not None:
+            marks.append(pytest.mark.xfail(strict=True, reason=entry.reason))
+        params.append(pytest.param(cell, id=cell.id, marks=marks))
+    metafunc.parametrize("cell", params)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_runs() -> Iterator[None]:
+    yield
+    scenarios.close_all()
+
+
+@pytest.fixture
+def probe(cell: Cell) -> Run:
+    """The shared confined probe run of this cell (scenarios.py)."""
+    return scenarios.probe(cell)
+
+
+@pytest.fixture
+def crash(cell: Cell) -> Run:
+    """The shared worker-kill run of this cell (scenarios.py)."""
+    return scenarios.crash(cell)

@@ -1,0 +1,76 @@
+"""The spawn paths a worker can start by: the matrix runs every row on each of them.
+
+A path gives the front end's environment and says which process must be a worker's parent
+when the path is really taken (rows check it: a warm run that silently spawned cold would
+prove nothing about the warm path). To add a path: subclass `SpawnPath`, add it to `PATHS`,
+and name the product class that implements it in `IMPLEMENTS` (test_coverage.py fails while a
+`Proc` implementation in kernel/supervision/spawn.py or pool_client.py has no path here).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+
+from protocol import pool as P
+from tests.support.warm import suite_pool
+
+
+class SpawnPath:
+    name = ""
+
+    def env(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def prepare(self) -> None:
+        """Before a run: make the path available (e.g. the pool answers)."""
+
+    def parent_kind(self, parent: psutil.Process | None, kernel_pid: int) -> str:
+        """What a worker's parent was: "pool", "kernel" or "other"."""
+        if parent is None:
+            return "other"
+        if parent.pid == kernel_pid:
+            return "kernel"
+        try:
+            cmd = parent.cmdline()
+        except psutil.Error:
+            return "other"
+        return "pool" if cmd[:1] == [P.TITLE] else "other"
+
+    expected_parent = ""
+
+
+class Warm(SpawnPath):
+    """Forked by a warm pool: the suite's own (tests/conftest.py), private to this test run,
+    every kind preloaded, started by the unconfined test process, as a user's first unconfined
+    run starts it."""
+
+    name = "warm"
+    expected_parent = "pool"
+
+    def directory(self) -> Path:
+        return Path(os.environ["JMP_WARM_DIR"])
+
+    def env(self) -> dict[str, str]:
+        return {"JMP_WARM": "1", "JMP_WARM_DIR": str(self.directory())}
+
+    def prepare(self) -> None:
+        suite_pool(self.directory())
+
+
+class Cold(SpawnPath):
+    """`JMP_WARM=0`: every worker a direct child of its kernel."""
+
+    name = "cold"
+    expected_parent = "kernel"
+
+    def env(self) -> dict[str, str]:
+        return {"JMP_WARM": "0", "JMP_WARM_DIR": str(Path(os.environ["JMP_WARM_DIR"]))}
+
+
+PATHS: dict[str, SpawnPath] = {p.name: p for p in (Warm(), Cold())}
+
+# The product's process handles (kernel/supervision) and the path that covers each.
+IMPLEMENTS = {"ColdProc": "cold", "WarmProc": "warm"}

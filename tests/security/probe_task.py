@@ -1,0 +1,69 @@
+"""The matrix's jev-harness task script: the untrusted code of the harness front ends.
+
+A task script runs inside the harness worker, so it is to jev-harness what the model's shell is
+to jmp. One tool, `probe.<mode>`, with one parameter `how` of two options (so that Jev is asked,
+and a request body exists to check), run once; the task completes when it ran.
+
+Inputs:
+- `mode: "look"`: the operation runs `python -I PROBE OUT MARKER` (tests/security/probe.py)
+  and returns its stdout as the outcome text (which passes the harness's redactor).
+- `mode: "hold"`: the operation appends a line to `effect`, writes `<hold>.started` (the
+  worker's pid) and blocks reading the FIFO `hold`, so that a test can kill it mid-operation.
+- always: `configure` writes what the kernel gave the task (goal and secrets) to
+  `OUT/configure.json` when `out` is set, which is what a script overriding it could keep.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jev_harness as jev
+
+
+class ProbeTask(jev.Task):
+    def __init__(self, inputs: dict[str, Any]) -> None:
+        self.inputs = inputs
+        self.ran = False
+        super().__init__(verifier=lambda task: self.ran)
+        mode = inputs["mode"]
+        ways = [jev.Option("quick", "the quick way"), jev.Option("thorough", "the thorough way")]
+        run = self.look if mode == "look" else self.hold
+        how = jev.Parameter("how", "how to do it", lambda task, parents: ways)
+        self.register(jev.Tool(f"probe.{mode}", f"the {mode} step", (how,), run))
+
+    def configure(
+        self, goal: str, limits: Any = None, redact: Any = None, secrets: Any = ()
+    ) -> None:
+        out = self.inputs.get("out")
+        if out:
+            Path(out).mkdir(parents=True, exist_ok=True)
+            given = {"goal": goal, "secrets": [str(s) for s in secrets]}
+            (Path(out) / "configure.json").write_text(json.dumps(given))
+        super().configure(goal, limits, redact=redact, secrets=secrets)
+
+    def look(self, task: jev.Task, chosen: Any) -> jev.Outcome:
+        argv = [sys.executable, "-I", self.inputs["probe"], self.inputs["out"]]
+        done = subprocess.run(
+            [*argv, self.inputs["marker"]], capture_output=True, text=True, timeout=120
+        )
+        self.ran = True
+        return jev.Outcome("ok", "probed", text=done.stdout + done.stderr)
+
+    def hold(self, task: jev.Task, chosen: Any) -> jev.Outcome:
+        with open(self.inputs["effect"], "a") as f:
+            f.write("ran\n")
+        hold = self.inputs["hold"]
+        with open(hold + ".started", "w") as f:
+            f.write(str(os.getpid()))
+        with open(hold) as fifo:  # blocks until the test writes (or kills us)
+            fifo.read()
+        self.ran = True
+        return jev.Outcome("ok", "held")
+
+
+workflow = jev.TaskScript(ProbeTask)

@@ -1,0 +1,212 @@
+"""The scripted runs the rows assert on: one run per (scenario, spawn path, front end), shared.
+
+A run is expensive (a cold tool worker imports OpenHands), so each scenario runs once per cell
+in a test session, on first use, and every row of that scenario reads the same `Run`. A run
+that raised is remembered too: each of its rows fails with the same error, none re-runs it.
+
+- `probe`: confined (no_new_privs; as root, no capability), a hostile launch directory, all four
+  keys set, keys in the prompt (or goal) and in the model's answer, an MCP server configured
+  with secrets; the untrusted code (the model's shell, or the task script) runs
+  tests/security/probe.py, then the run completes.
+- `crash`: unconfined (so that the warm path is the pool's fork, never a fallback); the
+  untrusted code appends to `effect.txt` and blocks; the test kill -9s the worker that runs it
+  (the tool worker, or the harness worker) and lets the run end.
+
+To add a scenario: a function `(cell) -> Run` using `_run_once`, and a fixture in conftest.py.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from tests.security.frontends import FRONT_ENDS, FrontEnd, Outcome
+from tests.security.paths import PATHS, SpawnPath
+from tests.security.world import ESCAPES, PROBE, World
+from tests.support.warm import processes_of, workers_of
+
+SLEEP = "sleep 30.8642"  # the blocked command of the crash scenario; unique on the machine
+RUN_TIMEOUT_S = 400  # a cold run on a loaded machine: a bound on a hang, not a speed test
+
+
+@dataclass(frozen=True)
+class Cell:
+    path: str
+    front_end: str
+
+    @property
+    def id(self) -> str:
+        return f"{self.path}-{self.front_end}"
+
+    @property
+    def spawn(self) -> SpawnPath:
+        return PATHS[self.path]
+
+    @property
+    def fe(self) -> FrontEnd:
+        return FRONT_ENDS[self.front_end]
+
+
+def cells() -> list[Cell]:
+    return [Cell(p, f) for p in PATHS for f in FRONT_ENDS]
+
+
+@dataclass(repr=False)
+class Run:
+    """One scripted run of a cell and everything the rows assert on."""
+
+    cell: Cell
+    world: World
+    outcome: Outcome
+    kernel_pid: int
+    events: list[dict[str, Any]]  # the session's event log
+    leftovers: list[str]  # processes of this run still alive after it ended
+    notes: dict[str, Any] = field(default_factory=dict)  # scenario-specific findings
+
+    def __repr__(self) -> str:
+        return f"<run of {self.cell.id} in {self.world.tmp}>"
+
+    def requests(self) -> list[Any]:
+        """Every model request body (Authorization headers carry the keys by design)."""
+        return [r["body"] for r in self.world.jev.requests + self.world.flash.requests]
+
+
+_RUNS: dict[tuple[str, Cell], Run | BaseException] = {}
+
+
+def _run_once(scenario: str, cell: Cell, make: Callable[[Cell], Run]) -> Run:
+    key = (scenario, cell)
+    if key not in _RUNS:
+        try:
+            _RUNS[key] = make(cell)
+        except BaseException as exc:  # every row of the run fails with it; none re-runs it
+            _RUNS[key] = exc
+    found = _RUNS[key]
+    if isinstance(found, BaseException):
+        raise AssertionError(f"the {scenario} run of {cell.id} failed: {found!r}") from found
+    return found
+
+
+def close_all() -> None:
+    for found in _RUNS.values():
+        if isinstance(found, Run):
+            found.world.close()
+    _RUNS.clear()
+
+
+def events_of(world: World, session_id: str | None) -> list[dict[str, Any]]:
+    """The session's event log, parsed ([] when there is none)."""
+    if not session_id:
+        return []
+    path = world.home / session_id / "events.jsonl"
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _leftovers(world: World, timeout_s: float = 15.0) -> list[str]:
+    """This run's processes alive `timeout_s` after it ended (a bound on exiting, not a speed
+    test), described."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        left = processes_of(world.home, world.tmp, world.marker)
+        if not left or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    found = []
+    for proc in left:
+        with contextlib.suppress(psutil.Error):
+            found.append(f"{proc.pid} {' '.join(proc.cmdline())[:200]}")
+    return found
+
+
+def _agent_task(world: World, scenario: str) -> dict[str, Any]:
+    keys = " ".join(world.keys.values())
+    if scenario == "probe":
+        world.jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
+        answer = f"Looked around. keys: {keys} {ESCAPES} done"
+        world.flash.queue(
+            [{"tool_call": {"arguments": {"command": world.probe_command()}}}, {"text": answer}]
+        )
+        return {"prompt": f"look around; my keys are {keys}"}
+    world.jev.script([{"route": "bash"}])
+    command = f"echo ran >> {world.effect}; {SLEEP}"
+    world.flash.queue([{"tool_call": {"arguments": {"command": command}}}])
+    return {"prompt": "run the slow job"}
+
+
+def _harness_task(world: World, scenario: str) -> dict[str, Any]:
+    keys = " ".join(world.keys.values())
+    if scenario == "probe":
+        world.jev.script([{"probe.look.how": "quick"}])
+        inputs = {"mode": "look", "probe": str(PROBE), "out": str(world.out)}
+        inputs["marker"] = world.marker
+        return {"goal": f"look around; my keys are {keys}", "inputs": inputs}
+    hold = world.tmp / "hold"
+    os.mkfifo(hold)
+    world.jev.script([{"probe.hold.how": "quick"}])
+    inputs = {"mode": "hold", "hold": str(hold), "effect": str(world.effect)}
+    return {"goal": "run the slow job", "inputs": inputs | {"out": str(world.out)}}
+
+
+def _task(world: World, cell: Cell, scenario: str) -> dict[str, Any]:
+    if cell.fe.family == "agent":
+        return _agent_task(world, scenario)
+    return _harness_task(world, scenario)
+
+
+def _probe(cell: Cell) -> Run:
+    cell.spawn.prepare()
+    world = World(cell.spawn, confined=True, hostile=True)
+    try:
+        running = cell.fe.start(world, _task(world, cell, "probe"))
+        kernel = running.kernel_pid()
+        outcome = running.wait(RUN_TIMEOUT_S)
+        events = events_of(world, outcome.session_id)
+        return Run(cell, world, outcome, kernel, events, _leftovers(world))
+    except BaseException:
+        world.close()
+        raise
+
+
+def probe(cell: Cell) -> Run:
+    return _run_once("probe", cell, _probe)
+
+
+def _crash(cell: Cell) -> Run:
+    cell.spawn.prepare()
+    world = World(cell.spawn, confined=False, hostile=False)
+    try:
+        running = cell.fe.start(world, _task(world, cell, "crash"))
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while not world.effect.exists():  # the untrusted code ran: the call is in flight
+            assert running.running(), f"ended before the call: {running.wait(0)}"
+            assert time.monotonic() < deadline, "the call never started"
+            time.sleep(0.05)
+        kernel = running.kernel_pid()
+        kind = "tool" if cell.fe.family == "agent" else "harness"
+        (victim,) = workers_of(kernel, kind)
+        parent = cell.spawn.parent_kind(victim.parent(), kernel)
+        victim.send_signal(signal.SIGKILL)
+        outcome = running.wait(RUN_TIMEOUT_S)
+        notes = {"worker_parent": parent, "victim": victim.pid}
+        if cell.fe.family == "harness":
+            with contextlib.suppress(OSError):  # unblock nothing: the reader is dead
+                os.unlink(world.tmp / "hold")
+        events = events_of(world, outcome.session_id)
+        return Run(cell, world, outcome, kernel, events, _leftovers(world), notes)
+    except BaseException:
+        world.close()
+        raise
+
+
+def crash(cell: Cell) -> Run:
+    return _run_once("crash", cell, _crash)

@@ -1,0 +1,186 @@
+"""One run's world: its dirs, loopback models, keys, spawn path and confinement.
+
+Keys are fresh per run (a random tail, no token format, so only jmp's known-secret path can
+redact them) so that two runs on one machine never see each other's; `marker` is a fresh word
+found in this run's paths and in its MCP server's arguments, by which the probe tells this
+run's processes from every other one on the machine.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import shutil
+import string
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tests.servers.flash import FlashServer
+from tests.servers.jev import JevServer
+from tests.support.cli import ROOT
+
+HERE = Path(__file__).resolve().parent
+PROBE = HERE / "probe.py"
+PROBE_TASK = HERE / "probe_task.py"
+MCP_SERVER = ROOT / "tests" / "fakes" / "mcp_server.py"
+KEY_NAMES = ("TYPESAFE_API_KEY", "FLASH_API_KEY", "DEEPSEEK_API_KEY", "CAMOFOX_ACCESS_KEY")
+KERNEL_ONLY = ("JMP_KERNEL_PID", "JMP_MCP_SERVERS")  # in no worker's or shell's environment
+ESCAPES = "\x1b]0;pwned-title\x07\x1b[2J\x1b[31mred\x9b1m"
+_STRIPPED = ("JMP_", "JEV_", "FLASH_", "TYPESAFE_", "DEEPSEEK_", "CAMOFOX_")
+# Modules a hostile launch directory plants: each writes a witness line, then hands over to the
+# real module (so that the run goes on and every other row still means something).
+PLANTED = ("zmq", "msgspec", "queue", "argparse")
+
+
+def _word(n: int) -> str:
+    return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(n))
+
+
+def fresh_keys() -> dict[str, str]:
+    prefixes = {"TYPESAFE_API_KEY": "jevkey", "FLASH_API_KEY": "flashkey"}
+    prefixes |= {"DEEPSEEK_API_KEY": "deepkey", "CAMOFOX_ACCESS_KEY": "foxkey"}
+    return {name: f"{prefixes[name]}-{_word(14)}" for name in KEY_NAMES}
+
+
+def encoded_forms(key: str) -> list[str]:
+    """Alignment-free pieces of the key's hex and base64 forms (a shell's way out past a
+    redactor that knows the raw key)."""
+    raw = key.encode()
+    forms = [raw.hex()]
+    for offset in range(3):
+        text = base64.b64encode(b"\0" * offset + raw).decode()
+        forms.append(text[4 if offset else 0 : -4])
+    return forms
+
+
+def confine(argv: list[str]) -> list[str]:
+    """`argv` as an ordinary user would run it: no_new_privs always and, as root (which ignores
+    the non-dumpable flag and file modes), every capability dropped from the bounding and
+    inheritable sets, so nothing it starts can regain one."""
+    setpriv = shutil.which("setpriv")
+    assert setpriv, "setpriv (util-linux) is needed to run jmp confined"
+    caps = ["--bounding-set=-all", "--inh-caps=-all"] if os.geteuid() == 0 else []
+    return [setpriv, "--no-new-privs", *caps, "--", *argv]
+
+
+def _planted_module(witness: Path) -> str:
+    return f'''"""Planted by a hostile launch directory: proof that jmp imported it."""
+import os as _os, sys as _sys
+with open({str(witness)!r}, "a") as _f:
+    _f.write(f"{{_os.getpid()}} {{__name__}} {{' '.join(_sys.argv)}}\\n")
+_here = _os.path.dirname(_os.path.abspath(__file__))
+_saved = list(_sys.path)
+_sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != _here]
+del _sys.modules[__name__]
+try:
+    import importlib as _importlib
+    _real = _importlib.import_module(__name__)
+finally:
+    _sys.path[:] = _saved
+_sys.modules[__name__] = _real
+'''
+
+
+@dataclass
+class World:
+    """A short temp dir holding the sessions dir, the launch dir (the workspace, where the front
+    end starts), the probe's output dir and the MCP config; the loopback models; the keys."""
+
+    path: Any  # a SpawnPath (tests/security/paths.py)
+    confined: bool
+    hostile: bool = True  # plant modules in the launch dir
+    tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="jsm", dir="/tmp")))
+    keys: dict[str, str] = field(default_factory=fresh_keys)
+    jev: JevServer = field(default_factory=JevServer)
+    flash: FlashServer = field(default_factory=FlashServer)
+
+    def __post_init__(self) -> None:
+        self.marker = self.tmp.name + _word(6)
+        self.home = self.tmp / "sessions"
+        self.launch = self.tmp / "ws"
+        self.out = self.tmp / "out"
+        self.witness = self.tmp / "witness.txt"
+        self.effect = self.launch / "effect.txt"
+        self.mcp_config = self.tmp / "mcp.json"
+        self.mcp_secrets = {"arg": f"mcparg-{_word(12)}", "env": f"mcpenv-{_word(12)}"}
+        for d in (self.launch, self.out):
+            d.mkdir()
+        os.chmod(self.out, 0o777)
+        self.jev.__enter__()
+        self.flash.__enter__()
+        server = {
+            "command": sys.executable,
+            "args": [
+                str(MCP_SERVER),
+                f"--api-key={self.mcp_secrets['arg']}",
+                "--note",
+                self.keys["FLASH_API_KEY"],  # a careless config: a model key as an argument
+                "--note",
+                self.marker,
+            ],
+            "env": {"NOTES_TOKEN": self.mcp_secrets["env"], "FAKE_MCP_STDERR_ARGS": "1"},
+        }
+        self.mcp_config.write_text(json.dumps({"mcpServers": {"notes": server}}))
+        if self.hostile:
+            for name in PLANTED:
+                (self.launch / f"{name}.py").write_text(_planted_module(self.witness))
+
+    def close(self) -> None:
+        self.jev.__exit__(None, None, None)
+        self.flash.__exit__(None, None, None)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def env(self) -> dict[str, str]:
+        """The front end's environment: the user's own settings and keys removed, this run's
+        keys (all four: each one set is a secret, used or not), models, dirs and spawn path."""
+        env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED)}
+        env |= self.keys
+        env |= {
+            "TYPESAFE_BASE_URL": self.jev.url,
+            "FLASH_BASE_URL": self.flash.url,
+            "JMP_SESSIONS_DIR": str(self.home),
+            "JMP_MCP_CONFIG": str(self.mcp_config),
+            "PYTHONUNBUFFERED": "1",
+        }
+        return env | self.path.env()
+
+    def wrap(self, argv: list[str]) -> list[str]:
+        return confine(argv) if self.confined else argv
+
+    def probe_command(self) -> str:
+        """The shell command of the probe (one line: OpenHands refuses several commands)."""
+        return f"{sys.executable} -I {PROBE} {self.out} {self.marker}"
+
+    def secrets(self) -> dict[str, str]:
+        """Every value that must never leave: the keys and the MCP config's secrets."""
+        return self.keys | {f"MCP {k}": v for k, v in self.mcp_secrets.items()}
+
+    def probe_report(self) -> dict[str, Any]:
+        path = self.out / "probe.json"
+        assert path.exists(), "the probe did not run"
+        return dict(json.loads(path.read_text()))
+
+    def environ_dump(self) -> bytes:
+        return (self.out / "environ.bin").read_bytes()
+
+    def witnesses(self) -> list[str]:
+        return self.witness.read_text().splitlines() if self.witness.exists() else []
+
+
+def session_bytes(directory: Path) -> bytes:
+    """Every byte stored under a directory (log, artifacts, checkpoints, sqlite)."""
+    if not directory.exists():
+        return b""
+    return b"".join(p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file())
+
+
+def iter_leaks(text: str, secrets_: dict[str, str]) -> Iterator[str]:
+    for name, value in secrets_.items():
+        if value in text:
+            yield name
