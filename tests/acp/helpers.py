@@ -18,8 +18,15 @@ from acp import spawn_agent_process, text_block
 from acp.schema import (
     AllowedOutcome,
     DeniedOutcome,
+    InitializeResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
     PermissionOption,
+    PromptResponse,
+    RequestPermissionRequest,
     RequestPermissionResponse,
+    SessionNotification,
     ToolCallUpdate,
 )
 
@@ -164,6 +171,34 @@ class Wire:
         self.proc.stdout.close()
         self.stderr.close()
         return self.proc.wait(timeout=60), rest
+
+
+RESPONSES = {
+    "initialize": InitializeResponse,
+    "session/new": NewSessionResponse,
+    "session/prompt": PromptResponse,
+    "session/list": ListSessionsResponse,
+    "session/load": LoadSessionResponse,
+}
+ENVELOPE = {"jsonrpc", "id", "method", "params", "result", "error"}
+
+
+def check_acp_frame(frame: dict[str, Any], method: str | None = None) -> None:
+    """One frame the agent wrote is JSON-RPC 2.0 with its keys intact, and its ACP part
+    validates against the SDK's schema models (a reply's, when the request's method is known).
+    (Issue 24 brings the official JSON schema; this is the SDK's reading of it.)"""
+    assert set(frame) <= ENVELOPE and frame.get("jsonrpc") == "2.0", frame
+    if frame.get("method") == "session/update":
+        SessionNotification.model_validate(frame["params"])
+    elif frame.get("method") == "session/request_permission":
+        RequestPermissionRequest.model_validate(frame["params"])
+    elif "result" in frame and method in RESPONSES:
+        RESPONSES[method].model_validate(frame["result"])
+    elif "error" in frame:
+        error = frame["error"]
+        assert isinstance(error["code"], int) and isinstance(error["message"], str), frame
+    else:
+        assert "result" in frame or "method" in frame, frame
 
 
 def run(coroutine: Any) -> Any:

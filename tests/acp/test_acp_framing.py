@@ -8,16 +8,8 @@ import sys
 from typing import Any
 
 import pytest
-from acp.schema import (
-    InitializeResponse,
-    ListSessionsResponse,
-    LoadSessionResponse,
-    NewSessionResponse,
-    PromptResponse,
-    SessionNotification,
-)
 
-from tests.acp.helpers import Wire
+from tests.acp.helpers import Wire, check_acp_frame
 from tests.support.cli import ROOT, Cli
 
 pytestmark = pytest.mark.timeout(300)
@@ -38,14 +30,6 @@ PROTOCOL_WORDS = (
     "jsonrpc",
     "params",
 )
-RESPONSES = {
-    "initialize": InitializeResponse,
-    "session/new": NewSessionResponse,
-    "session/prompt": PromptResponse,
-    "session/list": ListSessionsResponse,
-    "session/load": LoadSessionResponse,
-}
-ENVELOPE = {"jsonrpc", "id", "method", "params", "result", "error"}
 
 
 def text(words: str) -> list[dict[str, str]]:
@@ -53,14 +37,8 @@ def text(words: str) -> list[dict[str, str]]:
 
 
 def check_frames(wire: Wire, methods: dict[int, str]) -> None:
-    """Every line is a JSON-RPC 2.0 message whose keys are intact, every update and response
-    validates against the SDK's schema models."""
     for frame in wire.frames():
-        assert set(frame) <= ENVELOPE and frame["jsonrpc"] == "2.0", frame
-        if frame.get("method") == "session/update":
-            SessionNotification.model_validate(frame["params"])
-        elif "result" in frame:
-            RESPONSES[methods[frame["id"]]].model_validate(frame["result"])
+        check_acp_frame(frame, methods.get(frame.get("id", -1)) if "method" not in frame else None)
 
 
 def updates(wire: Wire, session: str, start: int = 0) -> list[dict[str, Any]]:

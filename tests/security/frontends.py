@@ -42,6 +42,7 @@ MCP_CONFIG = "mcp_config"  # JMP_MCP_CONFIG servers are started for the run
 ANSWER = "answer"  # the model's final prose reaches the client
 REOPEN = "reopen"  # a finished session can be opened again from this front end
 VIEW = "view"  # a readable view for a person at a terminal (not JSON)
+ACP_FRAMES = "acp_frames"  # Outcome.items are the ACP frames the agent wrote
 
 
 def needs(*surfaces: str) -> Any:
@@ -245,7 +246,7 @@ class Acp(FrontEnd):
     name = "acp"
     family = "agent"
     entries = ("console:jmp --acp", "script:main.py --acp")
-    surfaces = frozenset({SHELL, MCP_CONFIG, ANSWER})
+    surfaces = frozenset({SHELL, MCP_CONFIG, ANSWER, ACP_FRAMES})
     blocked_reported = "end_turn"  # the turn ends; the failed update and the message say why
 
     def drive(self, world: World, task: dict[str, Any], running: Running) -> Outcome:

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.security.frontends import ANSWER, needs
+from tests.security.frontends import ACP_FRAMES, ANSWER, needs
 from tests.security.scenarios import RUN_TIMEOUT_S, Run
 from tests.security.world import encoded_forms, iter_leaks, session_bytes
 
@@ -70,3 +70,18 @@ def test_the_answer_reaches_the_client_redacted(probe: Run) -> None:
     answer = probe.outcome.answer
     assert "Looked around." in answer, answer
     assert answer.count("[REDACTED]") >= len(probe.world.keys), answer
+
+
+@needs(ACP_FRAMES)
+def test_redaction_leaves_every_frame_the_protocol(probe: Run) -> None:
+    """The keys were in the prompt, the shell's output and the answer, and were redacted in the
+    frames: every frame kept its keys and validates as ACP, on both paths. (Issue 20 item 7's
+    own probe, secrets that spell protocol words and one client's secrets in another session,
+    is tests/acp/test_acp_framing.py: it does not depend on the spawn path.)"""
+    from tests.acp.helpers import check_acp_frame
+
+    frames = probe.outcome.items
+    assert any(f.get("method") == "session/update" for f in frames), "no update: proves nothing"
+    for frame in frames:
+        check_acp_frame(frame)
+    assert "[REDACTED]" in probe.outcome.output
