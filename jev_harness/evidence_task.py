@@ -6,6 +6,8 @@ wholly inside a window that any operation returned. A label is offered only whil
 record and some read passage passes its strict check. `save_report` is offered once a record
 exists and the records differ from the last saved report. The task is complete when the saved
 file, re-read now, equals the report of the current records and `verifier(records)` is True.
+Under a driver that redacts (the harness worker's kernel), save_report hands the report over
+and `write_pending_report(document)` writes it as the driver redacted it.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ class EvidenceTask(Task):
         self.record_checks = dict(record_checks)
         self.output = Path(output).expanduser().absolute()  # relative to the cwd at build time
         self.records: list[Record] = []
-        self.saved_records: list[Record] | None = None
+        self.saved = report.ReportFile(self.output)
+        self.driver_redacts = False  # True: save_report hands the report to the driver first
         self._checked: dict[tuple[str, str, int], bool] = {}
         super().__init__(toolkits, None, store=store)
         self.records_verifier = verifier
@@ -95,7 +98,7 @@ class EvidenceTask(Task):
                 (),
                 self._save_report,
                 effect="write",
-                available=lambda task: bool(self.records) and self.records != self.saved_records,
+                available=lambda task: bool(self.records) and self.records != self.saved.records,
             ),
         ]
 
@@ -226,17 +229,34 @@ class EvidenceTask(Task):
         return report.report_document(self.goal, self.records, self.redact_value)
 
     def _save_report(self, task: Task, chosen: Mapping[str, Option]) -> Outcome:
-        report.write_report(self.output, self.report_document())
-        self.saved_records = [dict(r) for r in self.records]
-        receipt = self.artifact_receipt()
-        verdict = self.complete()
-        summary = f"saved {len(self.records)} records to {self.output.name}; verified: {verdict}"
+        document, records = self.report_document(), [dict(r) for r in self.records]
+        if not self.driver_redacts:
+            return self._write(document, records)
+        self.saved.pending = (document, records)
+        summary = f"report of {len(records)} records handed over for redaction"
+        return Outcome("ok", summary, target=str(self.output), data={"pending": True})
+
+    def write_pending_report(self, document: dict[str, Any]) -> Outcome:
+        """Write the report the last save_report handed over, as the driver redacted it."""
+        records = self.saved.take_pending()
+        try:
+            outcome = self._write(document, records)
+        except Exception as exc:  # a refused or failed write is the operation's outcome
+            outcome = Outcome("error", f"save_report failed: {type(exc).__name__}: {exc}")
+        self.errors += outcome.status == "error"
+        self.last_summary = f"save_report: {outcome.summary}"
+        return outcome
+
+    def _write(self, document: dict[str, Any], records: list[Record]) -> Outcome:
+        self.saved.write(document, records)
+        receipt, verdict = self.artifact_receipt(), self.complete()
+        summary = f"saved {len(records)} records to {self.output.name}; verified: {verdict}"
         data = {"verdict": verdict, "path": str(self.output)}
         return Outcome("ok", summary, target=str(self.output), data=data, receipt=receipt)
 
     def artifact_receipt(self) -> dict[str, Any]:
         """{path, exists, match, record_count, digest, sources} of the file on disk now."""
-        return report.receipt(self.output, self.report_document())
+        return self.saved.receipt(self.records, self.report_document)
 
     def receipt(self) -> dict[str, Any] | None:
         return self.artifact_receipt()
@@ -264,7 +284,7 @@ class EvidenceTask(Task):
             clip(f"{r['label']}: {r['source']}: {opening(r['quote'], 100)}")
             for r in self.records[-8:]
         ]
-        obs["saved"] = self.saved_records is not None and self.saved_records == self.records
+        obs["saved"] = self.saved.records is not None and self.saved.records == self.records
         return obs
 
 

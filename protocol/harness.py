@@ -3,6 +3,12 @@
 The harness worker holds the task script, its toolkits and its evidence store; the kernel holds
 the session, the limits and the selection policy. Options travel as ids and descriptions only:
 an option's value never leaves the worker. Same base, tags and frames as protocol.messages.
+
+No model key ever crosses to the harness worker: it runs the task script's code. The kernel
+redacts what it sends (goal, context, inputs) and what the worker returns, and it redacts the
+report before the worker writes it (`Operated.report` -> `WriteReport`). The one secret the
+worker may receive is a provider's own key (PROVIDER_KEYS), and only when the built task holds
+a provider that sends it (`TaskLoaded.wants_keys` -> `ProvideKeys`).
 """
 
 from __future__ import annotations
@@ -15,6 +21,10 @@ from protocol.messages import Msg
 
 Selection = Literal["match", "explore"]
 Effect = Literal["read", "write"]
+
+# Secrets a toolkit's provider sends itself (CamofoxProvider's bearer key): redacted like the
+# model keys, handed to the harness worker only for a task that holds such a provider.
+PROVIDER_KEYS = ("CAMOFOX_ACCESS_KEY",)
 
 
 class OptionSpec(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -58,7 +68,9 @@ class Receipt(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=T
 
 
 class LoadTask(Msg, frozen=True):
-    """Import the script (refused unless its bytes hash to sha256) and build the task."""
+    """Import the script (refused unless its bytes hash to sha256) and build the task.
+
+    `inputs`, `goal` and `context` come redacted: no known secret reaches the script."""
 
     id: str
     script: str  # absolute path
@@ -67,8 +79,13 @@ class LoadTask(Msg, frozen=True):
     goal: str
     context: Any = None
     limits: dict[str, Any] = msgspec.field(default_factory=dict)  # shown in observations
-    # The kernel's known secrets: the worker writes the report, so it redacts them itself.
-    secrets: list[str] = msgspec.field(default_factory=list)
+
+
+class ProvideKeys(Msg, frozen=True):
+    """The provider keys the loaded task asked for (names from PROVIDER_KEYS), set ones only."""
+
+    id: str
+    keys: dict[str, str]
 
 
 class TakeEntries(Msg, frozen=True):
@@ -101,13 +118,24 @@ class Operate(Msg, frozen=True):
     entry: bool = False  # one of the entry captures TakeEntries listed, in its order
 
 
+class WriteReport(Msg, frozen=True):
+    """Write the report the last Operate handed over, as the kernel redacted it (id: call_id).
+
+    The reply is the operation's final `Operated` (with the receipt)."""
+
+    id: str
+    document: dict[str, Any]
+
+
 class CloseTask(Msg, frozen=True):
     """Close the task's toolkits (an owned browser tab is deleted); the task is gone after."""
 
     id: str
 
 
-HarnessToWorker = LoadTask | TakeEntries | Observe | OfferDomain | Operate | CloseTask
+HarnessToWorker = (
+    LoadTask | ProvideKeys | TakeEntries | Observe | OfferDomain | Operate | WriteReport | CloseTask
+)
 
 
 # --- harness worker -> kernel ------------------------------------------------------
@@ -122,6 +150,14 @@ class TaskLoaded(Msg, frozen=True):
     labels: list[str] = msgspec.field(default_factory=list)
     output: str = ""
     tool_selection: Selection = "match"
+    wants_keys: list[str] = msgspec.field(default_factory=list)  # names from PROVIDER_KEYS
+
+
+class KeysTaken(Msg, frozen=True):
+    """The provider keys were handed to `providers` providers of the task."""
+
+    reply_to: str
+    providers: int = 0
 
 
 class EntriesTaken(Msg, frozen=True):
@@ -170,6 +206,8 @@ class Operated(Msg, frozen=True):
     seconds: float = 0.0
     complete: bool = False
     receipt: Receipt | None = None  # after an operation of a write tool
+    # A report to write, unredacted: nothing is written until the kernel answers WriteReport.
+    report: dict[str, Any] | None = None
 
 
 class TaskClosed(Msg, frozen=True):
@@ -179,4 +217,6 @@ class TaskClosed(Msg, frozen=True):
     problems: list[str] = msgspec.field(default_factory=list)
 
 
-HarnessFromWorker = TaskLoaded | EntriesTaken | Observed | DomainOffered | Operated | TaskClosed
+HarnessFromWorker = (
+    TaskLoaded | KeysTaken | EntriesTaken | Observed | DomainOffered | Operated | TaskClosed
+)

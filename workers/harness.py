@@ -3,19 +3,20 @@
 Runnable as `python -m workers.harness ENDPOINT`. It imports the task script from the bytes
 whose sha256 the kernel named (so the code that runs is the code that was logged), builds the
 task with the inputs, and answers the kernel by calling the task's driver API
-(jev_harness/model.py). It never sees a model key. Everything it holds dies with it: a killed
-harness worker's task is not resumed.
+(jev_harness/model.py). It never sees a model key: the kernel redacts what it sends and what
+this worker returns, and an EvidenceTask's report is handed to the kernel for redaction before
+it is written (`Operated.report`, then `WriteReport`). The one key it may hold is
+CAMOFOX_ACCESS_KEY, handed to the task's Camofox providers only (never to the environment)
+when the built task has one. Everything it holds dies with it: a killed harness worker's task
+is not resumed.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
-import stat
 import sys
 import threading
 import time
-import types
 from typing import Any
 
 from jev_harness.check import traceback_summary
@@ -24,6 +25,7 @@ from protocol.harness import (
     DomainOffered,
     EntriesTaken,
     EntrySpec,
+    KeysTaken,
     LoadTask,
     Observe,
     Observed,
@@ -31,72 +33,22 @@ from protocol.harness import (
     Operate,
     Operated,
     OptionSpec,
-    ParameterSpec,
-    Receipt,
+    ProvideKeys,
     TakeEntries,
     TaskClosed,
     TaskLoaded,
-    ToolInfo,
+    WriteReport,
 )
 from protocol.messages import Msg
 from workers.base import RequestFailed
+from workers.harness_script import (
+    camofox_providers,
+    load_script,
+    provide_keys,
+    receipt_of,
+    tool_info,
+)
 from workers.redact import redact
-
-SCRIPT_MODULE = "jev_task_script"
-
-
-def load_script(path: str, sha256: str) -> types.ModuleType:
-    """Execute the script's bytes as a module, refusing bytes that do not hash to sha256."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not hang us
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise RequestFailed("task", f"{path} is not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as f:
-            data = f.read()
-    finally:
-        os.close(fd)
-    digest = hashlib.sha256(data).hexdigest()
-    if digest != sha256:
-        raise RequestFailed("task", f"{path} changed since it was logged (sha256 {digest})")
-    module = types.ModuleType(SCRIPT_MODULE)
-    module.__file__ = path
-    sys.modules[SCRIPT_MODULE] = module  # dataclasses and pickling-free helpers look it up
-    code = compile(data, path, "exec", dont_inherit=True)
-    exec(code, module.__dict__)
-    return module
-
-
-def tool_info(tool: Any) -> ToolInfo:
-    return ToolInfo(
-        name=tool.name,
-        description=tool.description,
-        effect=tool.effect,
-        parameters=[
-            ParameterSpec(
-                name=p.name,
-                description=p.description,
-                selection=p.selection,
-                depends_on=list(p.depends_on),
-            )
-            for p in tool.parameters
-        ],
-    )
-
-
-def receipt_of(task: Any, raw: dict[str, Any] | None = None) -> Receipt | None:
-    """The task's artifact receipt with the verifier's verdict; None for a task without one."""
-    raw = raw or task.receipt()
-    if not raw:
-        return None
-    return Receipt(
-        path=str(raw.get("path", "")),
-        exists=bool(raw.get("exists", False)),
-        match=bool(raw.get("match", False)),
-        record_count=int(raw.get("record_count", 0)),
-        digest=None if raw.get("digest") is None else str(raw["digest"]),
-        sources=[str(s) for s in raw.get("sources", [])],
-        verdict=bool(task.complete()),
-    )
 
 
 class HarnessHandler:
@@ -121,6 +73,10 @@ class HarnessHandler:
                 return self.domain(request)
             case Operate():
                 return self.operate(request)
+            case WriteReport():
+                return self.write_report(request)
+            case ProvideKeys():
+                return KeysTaken(reply_to=request.id, providers=provide_keys(task, request.keys))
             case CloseTask():
                 return self.close(request.id)
         raise RequestFailed(
@@ -145,9 +101,11 @@ class HarnessHandler:
                 raise RequestFailed(
                     "task", f"build(inputs) returned {type(task).__name__}, not a Task"
                 )
-            # The report is written here, so this is where it is redacted: the kernel's known
-            # secrets (LoadTask.secrets) and the token formats every redactor knows.
-            task.configure(request.goal, request.limits, redact=redact, secrets=request.secrets)
+            # The token formats only: the known secrets stay in the kernel, which redacts what
+            # this worker returns and the report before it is written (driver_redacts).
+            task.configure(request.goal, request.limits, redact=redact)
+            if hasattr(task, "driver_redacts"):
+                task.driver_redacts = True
         except RequestFailed:
             raise
         except BaseException as exc:  # the script's own failure, named with its traceback
@@ -162,6 +120,7 @@ class HarnessHandler:
             labels=list(getattr(task, "labels", None) or []),
             output=str(getattr(task, "output", "") or ""),
             tool_selection=task.tool_selection,
+            wants_keys=["CAMOFOX_ACCESS_KEY"] if camofox_providers(task) else [],
         )
 
     def take_entries(self, ident: str) -> Msg:
@@ -234,11 +193,34 @@ class HarnessHandler:
             raise RequestFailed(exc.code, exc.detail) from None
         started = time.monotonic()
         outcome = task.operate(tool, chosen)
+        pending = getattr(getattr(task, "saved", None), "pending", None)
+        if pending is not None:  # nothing written yet: the kernel redacts it first
+            return self._operated(request.id, tool, outcome, started, report=pending[0])
+        return self._operated(request.id, tool, outcome, started)
+
+    def write_report(self, request: WriteReport) -> Msg:
+        """Write the report the last operation handed over, as the kernel redacted it."""
+        task = self.task
+        if getattr(getattr(task, "saved", None), "pending", None) is None:
+            raise RequestFailed("bad_request", "no report was handed over")
+        started = time.monotonic()
+        outcome = task.write_pending_report(request.document)
+        return self._operated(request.id, task.tool("save_report"), outcome, started)
+
+    def _operated(
+        self,
+        ident: str,
+        tool: Any,
+        outcome: Any,
+        started: float,
+        report: dict[str, Any] | None = None,
+    ) -> Operated:
+        task = self.task
         seconds = time.monotonic() - started
-        wrote = outcome.receipt is not None or tool.effect == "write"
+        wrote = report is None and (outcome.receipt is not None or tool.effect == "write")
         receipt = receipt_of(task, outcome.receipt) if wrote else None
         return Operated(
-            reply_to=request.id,
+            reply_to=ident,
             status=outcome.status,
             summary=outcome.summary,
             text=outcome.text,
@@ -249,6 +231,7 @@ class HarnessHandler:
             seconds=round(seconds, 6),
             complete=bool(task.complete()),
             receipt=receipt,
+            report=report,
         )
 
     def _entry(self, request: Operate) -> tuple[Any, dict[str, Any]]:

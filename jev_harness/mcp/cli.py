@@ -50,12 +50,16 @@ def parser() -> argparse.ArgumentParser:
 
 
 class Archive:
-    """`--archive FILE`: each persisted event line, byte for byte as in events.jsonl."""
+    """`--archive FILE`: each persisted event line, byte for byte as in events.jsonl.
+
+    FILE is created or emptied, but never through a planted name: a symbolic link, a FIFO, a
+    device, a hard link or another user's file there is refused (protocol/own_files.py)."""
 
     def __init__(self, path: str) -> None:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC
+        from protocol.own_files import open_own
+
         try:
-            self.fd: int | None = os.open(path, flags, 0o600)
+            self.fd: int | None = open_own(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
         except OSError as exc:
             raise Usage(f"--archive: cannot write {path}: {exc.strerror or exc}") from None
 

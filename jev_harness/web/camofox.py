@@ -5,7 +5,9 @@ The client speaks the server's published REST API (openapi.json of jo-inc/camofo
 {ok, url}; `GET /tabs/{tabId}/snapshot?userId` -> {url, snapshot, truncated}; `GET
 /tabs/{tabId}/links?userId&limit&offset` -> {links: [{url|href, text}], pagination}; `DELETE
 /tabs/{tabId}?userId`. `CAMOFOX_ACCESS_KEY`, when set, goes as `Authorization: Bearer` and is
-scrubbed from every text this provider returns (captures, links, errors).
+scrubbed from every text this provider returns (captures, links, errors). It goes to whatever
+listens at the base URL: the URL must be loopback, but any local process that holds that port
+gets the key.
 
 Contract: the destination is checked (http(s), no user info, allowed origin, public address
 unless the origin names an inward one) before the browser is asked; the final URL after
@@ -124,7 +126,13 @@ class CamofoxProvider:
         self.base_url = loopback_base(base_url or os.environ.get("CAMOFOX_URL") or DEFAULT_BASE_URL)
         self.timeout_s = timeout_s
         self.max_chars = max_chars
+        # In the harness worker the key is not in the environment: the kernel hands it to this
+        # provider after the task is built (use_access_key); used alone, it is read here.
         self.__key = os.environ.get("CAMOFOX_ACCESS_KEY") or None
+
+    def use_access_key(self, key: str | None) -> None:
+        """Send `key` as the bearer key from now on (the harness worker's way to hand it over)."""
+        self.__key = key or None
 
     def __repr__(self) -> str:
         return f"CamofoxProvider(url={self.url!r}, base_url={self.base_url!r}, tab={self.tab!r})"

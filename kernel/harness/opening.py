@@ -19,15 +19,16 @@ from typing import Any
 
 from kernel.errors import ConfigError, JmpError, UsageError
 from kernel.harness.engine import Engine, Limits
+from kernel.harness.outbound import Outbound
 from kernel.harness.state import check_goal, clean
 from kernel.harness.workers import HarnessWorker, Jev
 from kernel.store.redact import Redactor
 from kernel.supervision.supervisor import WorkerDied, WorkerFailed, make_runtime_dir
 from protocol.events import RunStartedData, TaskData, UserData
-from protocol.harness import TaskLoaded
+from protocol.harness import PROVIDER_KEYS, TaskLoaded
 
 CREATED_BY = "jev-harness"
-EXTRA_SECRETS = ("CAMOFOX_ACCESS_KEY",)  # secrets a toolkit may use, redacted like model keys
+EXTRA_SECRETS = PROVIDER_KEYS  # secrets a toolkit's provider sends, redacted like model keys
 
 
 class TaskScriptError(JmpError):
@@ -93,8 +94,11 @@ def open_run(
     path, sha256 = script_digest(script)
     secrets = [*settings.secrets, *(os.environ.get(k, "") for k in EXTRA_SECRETS)]
     redactor = Redactor(tuple(s for s in secrets if s))
+    # From here on the run knows the goal and context only redacted: the task script, Jev and
+    # every caller see those (the log redacts the originals itself).
+    goal, context = redactor.text(goal), redactor.value(context)
     runtime = make_runtime_dir()
-    harness = HarnessWorker(runtime, redactor.text, tuple(sorted(redactor.secrets)))
+    harness = HarnessWorker(runtime, Outbound(redactor))
     try:
         harness.start()
         limit_view = {"max_steps": limits.max_steps, "timeout_s": limits.timeout_s}

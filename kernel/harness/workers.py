@@ -1,8 +1,11 @@
 """The two workers a harness run talks to: the harness worker (the task) and Jev's router.
 
 Both are ordinary supervised workers (kernel/supervision/supervisor.py): own process group,
-heartbeats, whole-tree kill, redacted output. The harness worker gets no model key in its
-environment: it runs the task script's code. The router gets only the Jev key.
+heartbeats, whole-tree kill, redacted output. The harness worker runs the task script's code,
+so it gets no known secret at all: none in its environment, none in a message (what crosses is
+redacted on this side: kernel/harness/outbound.py), except a provider key (PROVIDER_KEYS) for a
+task that holds a provider that sends it. The router gets only the Jev key, and every request
+it is given is redacted here first.
 """
 
 from __future__ import annotations
@@ -10,14 +13,17 @@ from __future__ import annotations
 import itertools
 import os
 import threading
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from kernel.config.settings import MODEL_KEYS
+from kernel.harness.outbound import Outbound
 from kernel.supervision.supervisor import Worker
 from protocol.events import ModelStartedData, UsageData
 from protocol.harness import (
+    PROVIDER_KEYS,
     CloseTask,
     DomainOffered,
     EntriesTaken,
@@ -29,9 +35,11 @@ from protocol.harness import (
     Operate,
     Operated,
     OptionSpec,
+    ProvideKeys,
     TakeEntries,
     TaskClosed,
     TaskLoaded,
+    WriteReport,
 )
 from protocol.messages import Route, Routed
 
@@ -49,16 +57,13 @@ def _next_id(prefix: str) -> str:
 class HarnessWorker:
     """The harness worker process: it alone holds the task, its toolkits and its store."""
 
-    def __init__(
-        self, runtime_dir: Path, redact: Callable[[str], str], secrets: tuple[str, ...] = ()
-    ) -> None:
-        self.secrets = secrets  # sent with LoadTask: the worker redacts the report it writes
-        # Model keys never reach code that a task script brings along.
-        env: dict[str, str | None] = dict.fromkeys(MODEL_KEYS)
+    def __init__(self, runtime_dir: Path, outbound: Outbound) -> None:
+        self.out = outbound
+        # No key reaches code that a task script brings along (the supervisor passes on no key
+        # variable; the model keys are named here as well).
+        env: dict[str, str | None] = dict.fromkeys((*MODEL_KEYS, *PROVIDER_KEYS))
         env["PYTHONDONTWRITEBYTECODE"] = "1"
-        # The one key a toolkit uses (camofox); workers inherit no key, so it is named here.
-        env["CAMOFOX_ACCESS_KEY"] = os.environ.get("CAMOFOX_ACCESS_KEY") or None
-        self.worker = Worker("harness", runtime_dir, env=env, redact=redact)
+        self.worker = Worker("harness", runtime_dir, env=env, redact=outbound.text)
 
     def start(self) -> None:
         self.worker.start()
@@ -77,39 +82,60 @@ class HarnessWorker:
         limits: dict[str, Any],
         timeout_s: float = LOAD_TIMEOUT_S,
     ) -> TaskLoaded:
-        """Import the script (by its hashed bytes) and build the task; WorkerFailed("task")."""
+        """Import the script (by its hashed bytes) and build the task; WorkerFailed("task").
+
+        Goal, context and inputs go redacted; a provider key goes only to a task that asks
+        for it (TaskLoaded.wants_keys), and only a key of PROVIDER_KEYS that is set."""
         self.worker.wait_ready(READY_TIMEOUT_S)
         msg = LoadTask(
             id=_next_id("load"),
             script=script,
             sha256=sha256,
-            inputs=inputs,
-            goal=goal,
-            context=context,
+            inputs=self.out.value(inputs),
+            goal=self.out.text(goal),
+            context=self.out.value(context),
             limits=limits,
-            secrets=list(self.secrets),
         )
         # A script that hangs while loading is stopped within the run's own time limit.
         limit = max(1.0, min(LOAD_TIMEOUT_S, timeout_s))
         reply: TaskLoaded = self.worker.request(msg, timeout_s=limit)
-        return reply
+        keys = {k: os.environ.get(k, "") for k in reply.wants_keys if k in PROVIDER_KEYS}
+        keys = {k: v for k, v in keys.items() if v}
+        if keys:
+            self.worker.request(ProvideKeys(id=_next_id("keys"), keys=keys), timeout_s=limit)
+        return msgspec.structs.replace(
+            reply,
+            tools=[self.out.tool(t) for t in reply.tools],
+            labels=[self.out.text(label) for label in reply.labels],
+            output=self.out.text(reply.output),
+        )
 
     def observe(self) -> Observed:
+        """The task's observation, offer and receipt, redacted (state_ref computed here)."""
         reply: Observed = self.worker.request(
             Observe(id=_next_id("observe")), timeout_s=QUERY_TIMEOUT_S
         )
-        return reply
+        return self.out.observed(reply)
 
     def domain(self, tool: str, parameter: str, parents: dict[str, str]) -> list[OptionSpec]:
-        msg = OfferDomain(id=_next_id("domain"), tool=tool, parameter=parameter, parents=parents)
+        """The options of `parameter` (ids as kernel labels, descriptions redacted)."""
+        msg = OfferDomain(
+            id=_next_id("domain"),
+            tool=tool,
+            parameter=parameter,
+            parents=self.out.idents(tool, parents),
+        )
         reply: DomainOffered = self.worker.request(msg, timeout_s=QUERY_TIMEOUT_S)
-        return list(reply.options)
+        return self.out.options(tool, parameter, list(reply.options))
 
     def take_entries(self) -> list[EntrySpec]:
         """The entry captures to log and run (the worker hands them out once)."""
         msg = TakeEntries(id=_next_id("entries"))
         reply: EntriesTaken = self.worker.request(msg, timeout_s=QUERY_TIMEOUT_S)
-        return list(reply.operations)
+        return [
+            EntrySpec(tool=e.tool, parameters=self.out.labels(e.tool, dict(e.parameters)))
+            for e in reply.operations
+        ]
 
     def operate(
         self,
@@ -119,10 +145,17 @@ class HarnessWorker:
         timeout_s: float | None,
         entry: bool = False,
     ) -> Operated:
-        """Run one operation (tool_started is already fsynced); WorkerDied here is uncertain."""
-        msg = Operate(id=call_id, tool=tool, parameters=parameters, entry=entry)
+        """Run one operation (tool_started is already fsynced); WorkerDied here is uncertain.
+
+        A report the operation hands over is redacted here and only then written by the
+        worker (WriteReport): no known secret is ever on disk, not even for a moment."""
+        ids = self.out.idents(tool, parameters)
+        msg = Operate(id=call_id, tool=tool, parameters=ids, entry=entry)
         reply: Operated = self.worker.request(msg, timeout_s=timeout_s)
-        return reply
+        if reply.report is not None:
+            write = WriteReport(id=f"{call_id}.write", document=self.out.values(reply.report))
+            reply = self.worker.request(write, timeout_s=timeout_s)
+        return self.out.operated(reply)
 
     def close_task(self) -> list[str]:
         """Close the toolkits; problems are named, never raised."""
@@ -163,19 +196,36 @@ class Jev:
         cancel: threading.Event | None = None,
         timeout_s: float | None = None,
     ) -> Routed:
-        """One question; labels are the option ids. WorkerFailed / WorkerDied / Cancelled raise."""
+        """One question; labels are the option ids. WorkerFailed / WorkerDied / Cancelled raise.
+
+        Every string of the request passes the session's redactor: a label that redaction
+        changes is sent as its redacted text (made unique) and mapped back in the answer."""
+        redact = self.session.redactor.text
+        sent: dict[str, str] = {}  # label as sent -> option id
+        for option in options:
+            label = base = redact(option.id)
+            n = 2
+            while label in sent:
+                label, n = f"{base}~{n}", n + 1
+            sent[label] = option.id
+        descriptions = {o.id: o.description for o in options}
         with self._lock:
             self.worker.wait_ready(READY_TIMEOUT_S)
             model = self.settings.jev_model
             self.session.append(ModelStartedData(stage="route", model=model, provider="typesafe"))
             msg = Route(
                 id=_next_id("route"),
-                question=question,
-                instructions=instructions,
-                options={o.id: o.description for o in options},
-                state=state,
+                question=redact(question),
+                instructions=redact(instructions),
+                options={label: redact(descriptions[i]) for label, i in sent.items()},
+                state=redact(state),
             )
             reply: Routed = self.worker.request(msg, cancel=cancel, timeout_s=timeout_s)
+            reply = msgspec.structs.replace(
+                reply,
+                choice=sent.get(reply.choice, reply.choice),
+                probabilities={sent.get(k, k): p for k, p in reply.probabilities.items()},
+            )
             usage = reply.usage
             self.session.append(
                 UsageData(

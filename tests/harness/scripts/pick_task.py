@@ -84,6 +84,10 @@ def build(inputs: dict[str, Any]) -> jev.Task:
     if inputs.get("print_env"):  # what a careless script prints must still be redacted
         print("camofox key:", os.environ.get("CAMOFOX_ACCESS_KEY"), flush=True)
         print("camofox key:", os.environ.get("CAMOFOX_ACCESS_KEY"), file=sys.stderr, flush=True)
+        with open(inputs["print_env"]) as f:  # a file that holds a key (the worker has none)
+            found = f.read().strip()
+        print("the file says:", found, flush=True)
+        print("the file says:", found, file=sys.stderr, flush=True)
     kit = Items(list(inputs["items"]), inputs.get("hold"), inputs.get("hold_item"))
     task = jev.Task([kit], verifier=lambda task: inputs["target"] in kit.picked)
     if inputs.get("env_probe"):
