@@ -5,20 +5,22 @@ and checks every hop (http(s), no user info, origin in `allowed_origins`, public
 the origin names an inward one) BEFORE any request to it; a refused hop sends nothing to its
 origin and raises WebError naming it. The connection goes to the very addresses that were
 checked (no second DNS lookup). The body is read in a stream up to `max_bytes` (2 MB default;
-`Page.truncated` says when more existed); only text types are accepted. Nothing is cached: the
-caller (WebTools) captures each page once into its evidence store. Constructing a provider does
-no I/O at all.
+`Page.truncated` says when more existed); only text types are accepted. `deadline_s` bounds
+the whole fetch, every hop's connect, request, response headers and body included: a server
+that dribbles its headers or body is cut off at the deadline (WebError "timeout"); `timeout_s`
+bounds each socket wait. Nothing is cached: the caller (WebTools) captures each page once into
+its evidence store. Constructing a provider does no I/O at all.
 """
 
 from __future__ import annotations
 
 import http.client
 import socket
-import time
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, urljoin, urlsplit
 
+from jev_harness.web.deadline import Deadline
 from jev_harness.web.html import (
     choose_charset,
     decode,
@@ -106,7 +108,7 @@ class HttpProvider:
         requested = current = canonical_url(url)
         hops: list[str] = []
         seen = {current}
-        started = time.monotonic()
+        deadline = Deadline(self.deadline_s)
         while True:
             try:
                 addresses = self.policy.addresses(current)
@@ -114,12 +116,13 @@ class HttpProvider:
                 if hops:
                     raise WebError(exc.code, f"{exc.message} (redirect to {current})") from None
                 raise
-            conn, response = self._get(current, addresses)
+            conn, response = self._get(current, addresses, deadline)
             try:
                 if response.status not in REDIRECTS:
-                    return self._page(requested, current, response, tuple(hops), started)
+                    return self._page(requested, current, response, tuple(hops), deadline)
                 current = self._next_hop(current, response, hops, seen)
             finally:
+                deadline.stop()
                 conn.close()
 
     def _next_hop(
@@ -143,18 +146,23 @@ class HttpProvider:
         return target
 
     def _get(
-        self, url: str, addresses: list[str]
+        self, url: str, addresses: list[str], deadline: Deadline
     ) -> tuple[http.client.HTTPConnection, http.client.HTTPResponse]:
         scheme, host, port = split_origin(url)
         cls = http.client.HTTPSConnection if scheme == "https" else http.client.HTTPConnection
         conn = cls(host, port, timeout=self.timeout_s)
 
         def pinned(address: Any, timeout: Any = None, source: Any = None) -> socket.socket:
-            # Connect to the addresses that passed the check, not to a fresh lookup.
+            # Connect to the addresses that passed the check, not to a fresh lookup, each
+            # attempt within what is left of the deadline.
             error: OSError = OSError(f"no address for {host}")
             for ip in addresses:
+                left = deadline.left()
+                if left <= 0:
+                    break
+                wait = left if timeout is None else min(timeout, left)
                 try:
-                    return socket.create_connection((ip, address[1]), timeout, source)
+                    return socket.create_connection((ip, address[1]), wait, source)
                 except OSError as exc:
                     error = exc
             raise error
@@ -166,11 +174,19 @@ class HttpProvider:
             "Accept-Encoding": "identity",
             "Connection": "close",
         }
+        deadline.watch(conn)
         try:
             conn.request("GET", request_target(url), headers=headers)
-            return conn, conn.getresponse()
+            response = conn.getresponse()
+            if deadline.expired:  # the headers were cut short, not ended by the server
+                response.close()
+                raise TimeoutError("the deadline passed")
+            return conn, response
         except (OSError, http.client.HTTPException, ValueError) as exc:
+            deadline.stop()
             conn.close()
+            if deadline.expired or deadline.left() <= 0:
+                raise deadline.error(url) from None
             raise WebError("network", f"GET {url} failed: {type(exc).__name__}: {exc}") from None
 
     def _page(
@@ -179,7 +195,7 @@ class HttpProvider:
         url: str,
         response: http.client.HTTPResponse,
         hops: tuple[str, ...],
-        started: float,
+        deadline: Deadline,
     ) -> Page:
         if not 200 <= response.status < 300:
             raise WebError("http_status", f"{url} answered HTTP {response.status}")
@@ -190,7 +206,7 @@ class HttpProvider:
         encoding = (response.getheader("Content-Encoding") or "identity").strip().lower()
         if encoding not in ("", "identity"):
             raise WebError("not_text", f"{url} sent Content-Encoding {encoding}, refused")
-        raw, truncated = self._read(url, response, started)
+        raw, truncated = self._read(url, response, deadline)
         if not kind:
             kind = "text/html" if raw.lstrip()[:1] == b"<" else "text/plain"
         is_html = kind in HTML_TYPES
@@ -218,9 +234,9 @@ class HttpProvider:
         )
 
     def _read(
-        self, url: str, response: http.client.HTTPResponse, started: float
+        self, url: str, response: http.client.HTTPResponse, deadline: Deadline
     ) -> tuple[bytes, bool]:
-        """At most max_bytes of the body, and whether more existed; bounded in time too."""
+        """At most max_bytes of the body, and whether more existed; within the deadline."""
         chunks: list[bytes] = []
         total = 0
         try:
@@ -230,11 +246,15 @@ class HttpProvider:
                     break
                 chunks.append(chunk)
                 total += len(chunk)
-                if time.monotonic() - started > self.deadline_s:
-                    raise WebError("timeout", f"{url} took more than {self.deadline_s:g} s")
+                if deadline.left() <= 0:
+                    raise deadline.error(url)
         except (OSError, http.client.HTTPException) as exc:
+            if deadline.expired:
+                raise deadline.error(url) from None
             raise WebError(
                 "network", f"reading {url} failed: {type(exc).__name__}: {exc}"
             ) from None
+        if deadline.expired:  # the socket was shut down: what was read is not the whole body
+            raise deadline.error(url)
         raw = b"".join(chunks)
         return raw[: self.max_bytes], total > self.max_bytes

@@ -3,7 +3,9 @@
 An origin is `scheme://host:port` with the scheme and host lower-cased and the port explicit.
 Only http and https are origins; a URL with user info never is. A host name that resolves to a
 loopback, private, link-local (or otherwise non-public) address is refused unless the allowed
-origin itself names such an address or `localhost` (see docs/DECISIONS.md, "DNS rebinding").
+origin itself names such an address or `localhost` (see docs/DECISIONS.md, "DNS rebinding");
+so is an IPv6 address that carries such an IPv4 address (6to4, Teredo, NAT64, IPv4-mapped,
+-compatible or -translated forms).
 """
 
 from __future__ import annotations
@@ -106,11 +108,38 @@ def canonical_url(url: str) -> str:
     return urlunsplit((scheme, netloc, parts.path or "/", parts.query, ""))
 
 
+# IPv6 forms that carry an IPv4 address a gateway or tunnel delivers to: NAT64's well-known
+# prefix (RFC 6052), IPv4-compatible (deprecated) and IPv4-translated (SIIT) addresses. The
+# ipaddress module names the others itself: ipv4_mapped, sixtofour (2002::/16), teredo.
+_LAST_32_BITS = tuple(ipaddress.ip_network(n) for n in ("64:ff9b::/96", "::/96", "::ffff:0:0:0/96"))
+_NAT64 = _LAST_32_BITS[0]
+
+
+def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address carries (mapped, 6to4, Teredo, NAT64, ...)."""
+    found = [a for a in (ip.ipv4_mapped, ip.sixtofour) if a is not None]
+    if ip.teredo is not None:
+        found.extend(ip.teredo)  # the Teredo server and the (de-obfuscated) client
+    if any(ip in net for net in _LAST_32_BITS):
+        found.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+    return found
+
+
 def is_inward(address: str) -> bool:
-    """True for loopback, private, link-local, unspecified, reserved and multicast addresses."""
+    """True for loopback, private, link-local, unspecified, reserved, multicast and every other
+    non-global address, and for an IPv6 address that carries such an IPv4 address (a 6to4,
+    Teredo, NAT64, mapped or compatible form of 127.0.0.1 reaches 127.0.0.1)."""
     ip = ipaddress.ip_address(address.split("%")[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded = embedded_ipv4(ip)
+        if any(_inward(v4) for v4 in embedded):
+            return True
+        if embedded and (ip.ipv4_mapped is not None or ip in _NAT64):
+            return False  # these deliver to the IPv4 they carry, which is public
+    return _inward(ip)
+
+
+def _inward(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
     return bool(
         ip.is_loopback
         or ip.is_private
