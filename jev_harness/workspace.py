@@ -2,10 +2,12 @@
 
 Domains hold only what the run has seen: directories found by listings (the root first) and
 not listed yet, the caller's queries not run yet, files found by listings or searches and not
-read yet. Symlinks, FIFOs, devices and sockets are listed as omitted and never offered. Every
-result states its bounds (entries listed, bytes read, files scanned, matches shown). A read
-captures the file once in the evidence store and shows its first window; later windows are read
-from the store. Confinement and fail-closed rules: `jev_harness.workspace_fs`.
+read yet. Symlinks, FIFOs, devices and sockets are listed as omitted and never offered; a hard
+link (a file with more than one name) is offered and read, marked as one wherever it is shown
+(listing, option, search match, read summary and metadata). Every result states its bounds
+(entries listed, bytes read, files scanned, matches shown). A read captures the file once in
+the evidence store and shows its first window; later windows are read from the store.
+Confinement and fail-closed rules: `jev_harness.workspace_fs`.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ class WorkspaceToolkit(Toolkit):
         self.read: set[str] = set()
         self.searched: set[str] = set()
         self.omitted: dict[str, str] = {}  # path -> kind
+        self.hard_links: dict[str, int] = {}  # path -> names of its inode, when more than one
 
     def install(self, task: Task) -> None:
         if self.store is None:
@@ -107,10 +110,18 @@ class WorkspaceToolkit(Toolkit):
         if missing_primitives():
             return []
         return [
-            Option(path, f"file {path} ({size:,} bytes)", parts)
+            Option(path, f"file {path} ({size:,} bytes{self._mark(path)})", parts)
             for path, (parts, size) in self.files.items()
             if path not in self.read
         ]
+
+    def _mark(self, path: str) -> str:
+        links = self.hard_links.get(path)
+        return f"; a hard link, one of {links} names" if links else ""
+
+    def _note_links(self, path: str, links: int) -> None:
+        if links > 1:
+            self.hard_links[path] = links
 
     # -- operations ---------------------------------------------------------------------
 
@@ -131,7 +142,8 @@ class WorkspaceToolkit(Toolkit):
                 lines.append(f"{path}/")
             elif kind == "file":
                 self.files.setdefault(path, (comps, entry.size))
-                lines.append(f"{path} ({entry.size:,} bytes)")
+                self._note_links(path, entry.links)
+                lines.append(f"{path} ({entry.size:,} bytes{self._mark(path)})")
             else:
                 omitted += 1
                 self.omitted[path] = kind
@@ -155,17 +167,20 @@ class WorkspaceToolkit(Toolkit):
         parts: Components = chosen["path"].value
         path = display(parts)
         self.read.add(path)  # once, even if it fails: nothing is re-read
-        data, size = self.fs.read_bytes(parts, MAX_FILE_BYTES)
+        data, size, links = self.fs.read_bytes(parts, MAX_FILE_BYTES)
         if b"\0" in data[:8192]:
             raise Refused(f"{path} looks binary (NUL bytes): not captured")
+        self._note_links(path, links)
         truncated = size > len(data)
         text = data.decode("utf-8", "replace")
         assert self.store is not None
         meta = {"path": path, "size": size, "bytes_read": len(data), "truncated": truncated}
+        meta["hard_links"] = links
         ref = self.store.put(text, path, meta)
         end = min(len(text), MAX_WINDOW_CHARS)
         cut = " (truncated capture)" if truncated else ""
-        summary = f"read {path}: {len(data):,} of {size:,} bytes{cut}, {len(text):,} chars as {ref}"
+        summary = f"read {path}{self._mark(path)}: {len(data):,} of {size:,} bytes{cut}, "
+        summary += f"{len(text):,} chars as {ref}"
         return Outcome(
             "ok",
             summary,
@@ -187,7 +202,7 @@ class WorkspaceToolkit(Toolkit):
             if scanned >= MAX_SCAN_FILES or scanned_bytes >= MAX_SCAN_BYTES:
                 break
             try:
-                data, _size = self.fs.read_bytes(parts, MAX_FILE_BYTES)
+                data, _size, links = self.fs.read_bytes(parts, MAX_FILE_BYTES)
             except (Refused, OSError):
                 continue  # changed under us, or unreadable: skipped, never followed
             scanned += 1
@@ -198,8 +213,10 @@ class WorkspaceToolkit(Toolkit):
             path = display(parts)
             if hits and not self._ambiguous(path, parts):
                 self.files.setdefault(path, (parts, len(data)))
+                self._note_links(path, links)
                 found += len(hits)
-                matches += [f"{path}:{n}: {clip(line.strip(), 120)}" for n, line in hits]
+                shown_path = f"{path} (hard link)" if links > 1 else path
+                matches += [f"{shown_path}:{n}: {clip(line.strip(), 120)}" for n, line in hits]
         shown = matches[:MAX_MATCHES]
         head = (
             f"{query!r}: {found} matches, {len(shown)} shown (limit {MAX_MATCHES}); "

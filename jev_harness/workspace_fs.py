@@ -4,9 +4,11 @@ Paths are tuples of raw name components (bytes) relative to the root. A componen
 empty, `.`, `..` or holds `/` or NUL is refused; so are absolute paths. Every component is
 looked at with `fstatat(..., AT_SYMLINK_NOFOLLOW)` before it is opened, and opened with
 `O_NOFOLLOW | O_NONBLOCK`, then checked again with `fstat` on the descriptor: a symlink, a FIFO,
-a device or a socket is never followed or read, and nothing blocks. Where the platform lacks
-these primitives, every call raises `Unsupported` (fail closed). Nothing read here is imported
-or executed.
+a device or a socket is never followed or read, and nothing blocks. A regular file with more
+than one name (a hard link: its other names may lie outside the root, and nothing tells where)
+is read, but its link count travels with it so that every listing and read can mark it. Where
+the platform lacks these primitives, every call raises `Unsupported` (fail closed). Nothing
+read here is imported or executed.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class Entry:
     name: bytes
     kind: str
     size: int
+    links: int = 1  # names of the inode (st_nlink); more than one for a hard-linked file
 
 
 class Confined:
@@ -146,17 +149,18 @@ class Confined:
                     info = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # gone since the listing
-                entries.append(Entry(name, kind_of(info.st_mode), info.st_size))
+                entries.append(Entry(name, kind_of(info.st_mode), info.st_size, info.st_nlink))
             return entries, len(names)
 
-    def read_bytes(self, parts: Components, limit: int) -> tuple[bytes, int]:
-        """At most `limit` bytes of the regular file at `parts`, and its size."""
+    def read_bytes(self, parts: Components, limit: int) -> tuple[bytes, int, int]:
+        """At most `limit` bytes of the regular file at `parts`, its size and its link count."""
         if not parts:
             raise Refused("the workspace root is not a file")
         with self.open_dir(parts[:-1]) as dir_fd:
             fd = self._open_at(dir_fd, parts[-1], "file")
             try:
-                size = os.fstat(fd).st_size
+                info = os.fstat(fd)
+                size = info.st_size
                 chunks, left = [], limit
                 while left > 0:
                     chunk = os.read(fd, min(left, 1 << 16))
@@ -164,7 +168,7 @@ class Confined:
                         break
                     chunks.append(chunk)
                     left -= len(chunk)
-                return b"".join(chunks), size
+                return b"".join(chunks), size, info.st_nlink
             finally:
                 os.close(fd)
 

@@ -2,7 +2,9 @@
 
 A call left with `tool_started` and no end by a killed process gets `tool_uncertain` (cause
 `kernel_exit`), and a run that has no `final` gets one (`blocked`). Nothing is re-run or
-resumed: the task died with its process. A session still held by a live process is only read.
+resumed: the task died with its process. A session still held by a live process is only read,
+and so is a session jmp created: it is refused (exit 2, naming `jmp --session`) with its files
+as they were, a torn tail included.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from typing import Any
 
 from kernel.errors import SessionLocked, SessionNotFound, UsageError
 from kernel.store.event_log import parse_log
-from kernel.store.guard import read_nofollow
+from kernel.store.guard import check_session_dir, read_nofollow
 from kernel.store.pending import interrupted
 from protocol.events import Event, FinalData, ToolUncertainData
 
@@ -25,11 +27,14 @@ def inspect_session(home: Path, session_id: str) -> dict[str, Any]:
 
     if not Session.exists(home, session_id):
         raise SessionNotFound(f"no session {session_id!r} in {home}")
+    # Read-only first: a session of jmp's is refused before opening it would archive a torn
+    # tail and append to its log (the first record says who created it; it never changes).
+    check_session_dir(home / session_id)
+    events, _end = parse_log(read_nofollow(home / session_id / "events.jsonl"))
+    _require_harness(events, session_id)
     try:
         session = Session.open(home, session_id, harness=True)
     except SessionLocked:
-        events, _end = parse_log(read_nofollow(home / session_id / "events.jsonl"))
-        _require_harness(events, session_id)
         return _summary(session_id, events, "running")
     try:
         _require_harness(session.events, session_id)
