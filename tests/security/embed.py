@@ -4,10 +4,11 @@
     python embed.py harness SPEC_JSON   # jev_harness.open_session(...).delegate()
 
 SPEC (JSON): `home` (sessions dir), and for `agent` `workspace` and `prompt`; for `harness`
-`script`, `goal` and `inputs`. Every event the API hands its subscriber is printed as one JSON
-line, then `{"kind": "result", "seq": null, "data": RESULT}`: stdout is exactly what the
-embedding program got from jmp, so the matrix checks it like the CLI's stdout. The kernel runs
-in this process (its pid is this one's), in the working directory it was started in.
+`script`, `goal`, `inputs` and optionally `context`. Every event the API hands its subscriber
+is printed as one JSON line, then `{"kind": "result", "seq": null, "data": RESULT}`: stdout is
+exactly what the embedding program got from jmp, so the matrix checks it like the CLI's stdout.
+The kernel runs in this process (its pid is this one's), in the working directory it was
+started in.
 """
 
 from __future__ import annotations
@@ -58,7 +59,12 @@ def harness(spec: dict[str, Any]) -> dict[str, Any]:
     import jev_harness
 
     with jev_harness.open_session(
-        spec["script"], spec["goal"], spec["inputs"], sessions_dir=spec["home"], on_event=on_event
+        spec["script"],
+        spec["goal"],
+        spec["inputs"],
+        context=spec.get("context"),
+        sessions_dir=spec["home"],
+        on_event=on_event,
     ) as session:
         return dict(session.delegate())
 

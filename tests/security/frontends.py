@@ -317,7 +317,8 @@ def _acp_text(update: Any) -> str:
 
 
 def _harness_args(world: World, task: dict[str, Any]) -> list[str]:
-    return [str(PROBE_TASK), "--goal", task["goal"], "--inputs", json.dumps(task["inputs"])]
+    args = [str(PROBE_TASK), "--goal", task["goal"], "--inputs", json.dumps(task["inputs"])]
+    return [*args, "--context", json.dumps(task["context"])] if "context" in task else args
 
 
 class HarnessRun(FrontEnd):
@@ -359,7 +360,7 @@ class HarnessApi(FrontEnd):
 
     def drive(self, world: World, task: dict[str, Any], running: Running) -> Outcome:
         spec = {"home": str(world.home), "script": str(PROBE_TASK)}
-        spec |= {"goal": task["goal"], "inputs": task["inputs"]}
+        spec |= {"goal": task["goal"], "inputs": task["inputs"], "context": task.get("context")}
         argv = [sys.executable, str(EMBED), "harness", json.dumps(spec)]
         return _lined_outcome(*_popen_outcome(world, argv, running))
 

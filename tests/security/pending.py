@@ -34,8 +34,6 @@ WARM = frozenset({"warm"})
 COLD = frozenset({"cold"})
 ITEM_1 = "issue 20 item 1 (a forked worker runs with the pool's privileges), helper pool"
 ITEM_2 = "issue 20 item 2 (the launch directory is imported), helper paths"
-ITEM_4 = "issue 20 item 4 (task scripts receive the model keys), helper hkeys"
-ITEM_5 = "issue 20 item 5 (jev-harness sends keys to Jev), helper hkeys"
 API_SUMMARY = (
     "found by the matrix: Agent.run returns the final summary unredacted (kernel/loop/agent.py "
     "_run persists the redacted one, returns the raw one), not yet assigned"
@@ -52,8 +50,6 @@ PENDING: list[Pending] = [
         paths=WARM,
         front_ends=frozenset({"mcp"}),
     ),
-    Pending("test_the_task_script_is_given_no_key", ITEM_4, front_ends=HARNESS),
-    Pending("test_no_key_in_a_model_request_body", ITEM_5, front_ends=HARNESS),
     Pending("test_no_key_in_what_the_client_received", API_SUMMARY, front_ends=frozenset({"api"})),
     Pending(
         "test_the_answer_reaches_the_client_redacted", API_SUMMARY, front_ends=frozenset({"api"})

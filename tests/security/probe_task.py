@@ -10,11 +10,15 @@ Inputs:
 - `mode: "hold"`: the operation appends a line to `effect`, writes `<hold>.started` (the
   worker's pid) and blocks reading the FIFO `hold`, so that a test can kill it mid-operation.
 - always: `configure` writes what the kernel gave the task (goal and secrets) to
-  `OUT/configure.json` when `out` is set, which is what a script overriding it could keep.
+  `OUT/configure.json` when `out` is set, which is what a script overriding it could keep;
+  and `look` writes to `OUT/script.json` all the script's own process holds that it could
+  keep: its inputs and goal, `os.environ`, `/proc/self/environ`, and every protocol message
+  object still alive in the worker (found through the garbage collector).
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -47,12 +51,28 @@ class ProbeTask(jev.Task):
         super().configure(goal, limits, redact=redact, secrets=secrets)
 
     def look(self, task: jev.Task, chosen: Any) -> jev.Outcome:
+        self.keep_what_the_process_holds()
         argv = [sys.executable, "-I", self.inputs["probe"], self.inputs["out"]]
         done = subprocess.run(
             [*argv, self.inputs["marker"]], capture_output=True, text=True, timeout=120
         )
         self.ran = True
         return jev.Outcome("ok", "probed", text=done.stdout + done.stderr)
+
+    def keep_what_the_process_holds(self) -> None:
+        try:
+            with open("/proc/self/environ", "rb") as f:
+                proc = f.read().decode("utf-8", "replace")
+        except OSError as exc:
+            proc = f"unreadable: {exc}"
+        messages = [
+            repr(obj)
+            for obj in gc.get_objects()
+            if str(getattr(type(obj), "__module__", "")).startswith("protocol.")
+        ]
+        held = {"inputs": self.inputs, "goal": self.goal, "environ": dict(os.environ)}
+        held |= {"proc_environ": proc, "messages": messages}
+        (Path(self.inputs["out"]) / "script.json").write_text(json.dumps(held, default=repr))
 
     def hold(self, task: jev.Task, chosen: Any) -> jev.Outcome:
         with open(self.inputs["effect"], "a") as f:

@@ -106,3 +106,16 @@ def test_the_task_script_is_given_no_key(probe: Run) -> None:
     text = json.dumps(given)
     leaked = [name for name, key in probe.world.keys.items() if key in text]
     assert not leaked, f"the task script was given {leaked}"
+
+
+@needs(TASK_SCRIPT)
+def test_the_task_scripts_process_holds_no_key(probe: Run) -> None:
+    """All the script's process holds (item 4): its inputs and goal (keys were in both, and in
+    the context), its environment both ways, and every protocol message alive in the worker
+    (a key the kernel sent for redaction, or one left in a message, would be there)."""
+    held = json.loads((probe.world.out / "script.json").read_text())
+    assert held["messages"], "no protocol message found: the row proves nothing"
+    text = json.dumps(held)
+    leaked = [name for name, key in probe.world.keys.items() if key in text]
+    assert not leaked, f"the task script's process holds {leaked}"
+    assert "[REDACTED]" in held["goal"] and "[REDACTED]" in held["inputs"]["note"]
