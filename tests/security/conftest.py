@@ -4,11 +4,9 @@ xfail(strict) on the cells named there. See README.md."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from tests.security import scenarios
+from tests.security import scenarios, world
 from tests.security.pending import pending_for
 from tests.security.scenarios import Cell, Run, cells
 
@@ -34,9 +32,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("cell", params)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _close_runs() -> Iterator[None]:
-    yield
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The runs the selected rows need start now, in the background (scenarios.prefetch), with
+    the environment as it is before any test changes it."""
+    if session.config.option.collectonly:
+        return
+    wanted = []
+    for item in session.items:
+        callspec = getattr(item, "callspec", None)
+        cell = callspec.params.get("cell") if callspec else None
+        if isinstance(cell, Cell):
+            wanted += [(name, cell) for name in scenarios.SCENARIOS if name in item.fixturenames]
+    if wanted:
+        world.snapshot_environment()
+        scenarios.prefetch(wanted)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
     scenarios.close_all()
 
 

@@ -9,12 +9,12 @@ and name the product class that implements it in `IMPLEMENTS` (test_coverage.py 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import psutil
 
 from protocol import pool as P
+from tests.security.world import base_environment
 from tests.support.warm import suite_pool
 
 
@@ -51,7 +51,7 @@ class Warm(SpawnPath):
     expected_parent = "pool"
 
     def directory(self) -> Path:
-        return Path(os.environ["JMP_WARM_DIR"])
+        return Path(base_environment()["JMP_WARM_DIR"])
 
     def env(self) -> dict[str, str]:
         return {"JMP_WARM": "1", "JMP_WARM_DIR": str(self.directory())}
@@ -67,7 +67,7 @@ class Cold(SpawnPath):
     expected_parent = "kernel"
 
     def env(self) -> dict[str, str]:
-        return {"JMP_WARM": "0", "JMP_WARM_DIR": str(Path(os.environ["JMP_WARM_DIR"]))}
+        return {"JMP_WARM": "0", "JMP_WARM_DIR": base_environment()["JMP_WARM_DIR"]}
 
 
 PATHS: dict[str, SpawnPath] = {p.name: p for p in (Warm(), Cold())}

@@ -12,7 +12,11 @@ that raised is remembered too: each of its rows fails with the same error, none 
   untrusted code appends to `effect.txt` and blocks; the test kill -9s the worker that runs it
   (the tool worker, or the harness worker) and lets the run end.
 
-To add a scenario: a function `(cell) -> Run` using `_run_once`, and a fixture in conftest.py.
+Runs start in a background thread at collection's end (`prefetch`), so that they overlap the
+rest of the suite; a row waits for its run, or runs it itself if the thread has not started it.
+
+To add a scenario: a function `(cell) -> Run` in `SCENARIOS`, one calling `_run_once` with its
+name, and a fixture of that name in conftest.py.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import contextlib
 import json
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -79,27 +84,91 @@ class Run:
         return [r["body"] for r in self.world.jev.requests + self.world.flash.requests]
 
 
-_RUNS: dict[tuple[str, Cell], Run | BaseException] = {}
+class _Slot:
+    """One (scenario, cell) run: pending, then claimed by whoever runs it (the lane or a row),
+    then done with its Run or the exception it raised."""
+
+    def __init__(self) -> None:
+        self.claimed = False
+        self.done = threading.Event()
+        self.value: Run | BaseException | None = None
 
 
-def _run_once(scenario: str, cell: Cell, make: Callable[[Cell], Run]) -> Run:
+_SLOTS: dict[tuple[str, Cell], _Slot] = {}
+_LOCK = threading.Lock()
+_LANE: dict[str, Any] = {}  # the prefetch thread and its stop flag
+
+
+def _claim(key: tuple[str, Cell]) -> tuple[_Slot, bool]:
+    with _LOCK:
+        slot = _SLOTS.setdefault(key, _Slot())
+        mine = not slot.claimed
+        slot.claimed = True
+        return slot, mine
+
+
+def _execute(key: tuple[str, Cell], slot: _Slot) -> None:
+    scenario, cell = key
+    try:
+        slot.value = SCENARIOS[scenario](cell)
+    except BaseException as exc:  # every row of the run fails with it; none re-runs it
+        slot.value = exc
+    slot.done.set()
+
+
+def _run_once(scenario: str, cell: Cell) -> Run:
     key = (scenario, cell)
-    if key not in _RUNS:
-        try:
-            _RUNS[key] = make(cell)
-        except BaseException as exc:  # every row of the run fails with it; none re-runs it
-            _RUNS[key] = exc
-    found = _RUNS[key]
+    slot, mine = _claim(key)
+    if mine:
+        _execute(key, slot)
+    assert slot.done.wait(RUN_TIMEOUT_S + 60), f"the {scenario} run of {cell.id} hangs"
+    found = slot.value
     if isinstance(found, BaseException):
         raise AssertionError(f"the {scenario} run of {cell.id} failed: {found!r}") from found
+    assert found is not None
     return found
 
 
+def _cost(key: tuple[str, Cell]) -> int:
+    """Longest first: a cold agent run imports OpenHands; harness runs are quick."""
+    scenario, cell = key
+    if cell.fe.family == "agent":
+        return (0 if scenario == "probe" else 1) if cell.path == "cold" else 2
+    return 3
+
+
+def prefetch(keys: list[tuple[str, Cell]]) -> None:
+    """Run these in one background thread, longest first, while the suite runs other tests
+    (they mostly wait on subprocesses): a row then finds its run done, or claims and runs
+    it itself if the thread has not got to it. MATRIX_PREFETCH=0 turns it off."""
+    if os.environ.get("MATRIX_PREFETCH", "1") == "0" or not keys or _LANE:
+        return
+    todo = sorted(dict.fromkeys(keys), key=_cost)
+    stop = threading.Event()
+
+    def lane() -> None:
+        for key in todo:
+            if stop.is_set():
+                return
+            slot, mine = _claim(key)
+            if mine:
+                _execute(key, slot)
+
+    thread = threading.Thread(target=lane, daemon=True, name="matrix-prefetch")
+    _LANE.update(thread=thread, stop=stop)
+    thread.start()
+
+
 def close_all() -> None:
-    for found in _RUNS.values():
-        if isinstance(found, Run):
-            found.world.close()
-    _RUNS.clear()
+    """Stop the lane (after the run it is in) and remove every run's world."""
+    if _LANE:
+        _LANE["stop"].set()
+        _LANE["thread"].join(RUN_TIMEOUT_S + 60)
+        _LANE.clear()
+    for slot in _SLOTS.values():
+        if isinstance(slot.value, Run):
+            slot.value.world.close()
+    _SLOTS.clear()
 
 
 def events_of(world: World, session_id: str | None) -> list[dict[str, Any]]:
@@ -179,7 +248,7 @@ def _probe(cell: Cell) -> Run:
 
 
 def probe(cell: Cell) -> Run:
-    return _run_once("probe", cell, _probe)
+    return _run_once("probe", cell)
 
 
 def _crash(cell: Cell) -> Run:
@@ -210,4 +279,7 @@ def _crash(cell: Cell) -> Run:
 
 
 def crash(cell: Cell) -> Run:
-    return _run_once("crash", cell, _crash)
+    return _run_once("crash", cell)
+
+
+SCENARIOS: dict[str, Callable[[Cell], Run]] = {"probe": _probe, "crash": _crash}

@@ -43,10 +43,15 @@ def test_its_environment_holds_no_model_key_and_no_kernel_variable(probe: Run) -
 
 
 @needs(SHELL)
-def test_the_shells_environment_holds_no_key_at_all(probe: Run) -> None:
+def test_the_shells_environment_holds_no_key_and_no_mcp_secret(probe: Run) -> None:
+    """No key variable at all, and no value of the MCP config (it reaches the tool worker on
+    stdin, never through an environment a shell inherits)."""
     env = probe.world.probe_report()["env"]
     for name in KEY_NAMES:
         assert name not in env, f"{name} is in the shell's environment"
+    values = "\0".join(env.values())
+    for name, secret in probe.world.secrets().items():
+        assert secret not in values, f"{name} is in the shell's environment"
 
 
 def test_no_key_in_any_environment_it_can_read(probe: Run) -> None:

@@ -38,6 +38,20 @@ _STRIPPED = ("JMP_", "JEV_", "FLASH_", "TYPESAFE_", "DEEPSEEK_", "CAMOFOX_")
 PLANTED = ("zmq", "msgspec", "queue", "argparse")
 
 
+_BASE_ENV: dict[str, str] = {}
+
+
+def snapshot_environment() -> None:
+    """Runs build their environment from this one, taken before any test ran: a test that
+    sets a variable meanwhile (the suite's pool dir among them) never reaches a run."""
+    _BASE_ENV.clear()
+    _BASE_ENV.update(os.environ)
+
+
+def base_environment() -> dict[str, str]:
+    return dict(_BASE_ENV or os.environ)
+
+
 def _word(n: int) -> str:
     return "".join(secrets.choice(string.ascii_letters + string.digits) for _ in range(n))
 
@@ -139,7 +153,7 @@ class World:
     def env(self) -> dict[str, str]:
         """The front end's environment: the user's own settings and keys removed, this run's
         keys (all four: each one set is a secret, used or not), models, dirs and spawn path."""
-        env = {k: v for k, v in os.environ.items() if not k.startswith(_STRIPPED)}
+        env = {k: v for k, v in base_environment().items() if not k.startswith(_STRIPPED)}
         env |= self.keys
         env |= {
             "TYPESAFE_BASE_URL": self.jev.url,
