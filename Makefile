@@ -36,14 +36,16 @@ test:
 bench:
 	$(PY) -m bench
 
-# Random SIGKILLs and faults against jmp, invariants checked (README "Resilience").
+# Random SIGKILLs, power cuts and faults against jmp, invariants checked (README "Resilience").
 # At most CHAOS_ITERATIONS iterations, none started after CHAOS_MINUTES (~10 min in all);
-# CHAOS_JMP='cmd' tests another jmp.
+# every other one a power iteration (CHAOS_POWER=mix; =only, or =off where FUSE cannot run:
+# the power-cut mode says why and exits 2); CHAOS_JMP='cmd' tests another jmp.
 CHAOS_ITERATIONS ?= 20
 CHAOS_MINUTES ?= 9
 CHAOS_SEED ?= 1
+CHAOS_POWER ?= mix
 chaos:
-	$(PY) -m tests.chaos --iterations $(CHAOS_ITERATIONS) --minutes $(CHAOS_MINUTES) --seed $(CHAOS_SEED) $(if $(CHAOS_JMP),--jmp '$(CHAOS_JMP)')
+	$(PY) -m tests.chaos --iterations $(CHAOS_ITERATIONS) --minutes $(CHAOS_MINUTES) --seed $(CHAOS_SEED) --power $(CHAOS_POWER) $(if $(CHAOS_JMP),--jmp '$(CHAOS_JMP)')
 
 demo:
 	$(PY) -m tests.servers.demo

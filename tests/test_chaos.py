@@ -1,8 +1,10 @@
 """The chaos runner: its plans are reproducible, its checks can fail, and a short campaign of
-real kills against the real CLI finds nothing violated."""
+real kills against the real CLI finds nothing violated; a short campaign of power cuts finds
+only what issue 21 lists (until its item 3 lands)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -14,7 +16,8 @@ import pytest
 
 from tests.chaos import check
 from tests.chaos.__main__ import campaign, reproduce, table
-from tests.chaos.plan import PHASES, make_plan
+from tests.chaos.plan import LOG, PHASES, Cut, make_plan
+from tests.chaos.powercut.control import available
 from tests.chaos.targets import TARGETS, WORKERS
 
 
@@ -82,7 +85,30 @@ def test_the_report_names_the_command_that_reproduces_an_iteration() -> None:
     assert reproduce(5, 9, "jmp --x") == (
         "python -m tests.chaos --seed 5 --first 9 --iterations 1 --keep --jmp 'jmp --x'"
     )
-    assert "wall time" in table(Counter(kills=3), 12.0)
+    assert reproduce(5, 9, None, power=True).endswith("--keep --power only")
+    shown = table(Counter(kills=3, cuts=2, **{"violations: recall-stale": 1}), 60.0)
+    assert "wall time" in shown and "cuts per minute           2.0" in shown
+    assert shown.index("violations: recall-stale") > shown.index("cuts")
+
+
+def test_the_power_mode_says_why_it_cannot_run_and_exits_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import tests.chaos.__main__ as runner
+
+    monkeypatch.setattr(runner, "available", lambda: "no /dev/fuse: this kernel offers no FUSE")
+    assert runner.main(["--power", "mix", "--iterations", "1"]) == 2
+    assert "power cuts cannot run here: no /dev/fuse" in capsys.readouterr().err
+
+
+def test_power_plans_cut_on_every_model_and_leave_kill_plans_as_they_were() -> None:
+    plans = [make_plan(1, i, power=True) for i in range(30)]
+    assert {p.power for p in plans} == {"strict", "name", "journal"}
+    cuts = [k for p in plans for k in p.kills if isinstance(k, Cut)]
+    assert {c.phase for c in cuts} >= {"event", "fs", "random", "route", "tool"}
+    assert {(c.data, c.dirs) for c in cuts} >= {("lose", "lose"), ("torn-byte", "subset")}
+    assert make_plan(1, 3).kills == make_plan(1, 3, power=False).kills
+    assert make_plan(1, 3).requests == make_plan(1, 3, power=True).requests
 
 
 @pytest.mark.slow
@@ -102,3 +128,60 @@ def test_a_short_campaign_of_real_kills_violates_nothing(warm_pool_of_this_sessi
     assert totals["kills"] >= 2
     assert totals["completions"] == 2
     shutil.rmtree(base)  # kept only when something was violated
+
+
+# The classes the independent simulator found at 2b9f963 (issue 21), by this runner's names.
+# Issue 21 item 3 fixes them; until then the campaign below must find them and nothing else.
+KNOWN_TODAY = {
+    "printed-lost-reused": "1: printed, then lost, then its seq reused",
+    "session-vanished": "2: a new session can vanish",
+    "request-artifact-missing": "3: durable records point at request artifacts not there",
+    "output-artifact-short": "4: output artifacts come back as a silent prefix",
+    "output-artifact-missing": "4: output artifacts lost without a word in the projection",
+    "recall-stale": "5: the recall cache outlives the log it indexes",
+}
+
+
+class KnownViolations(Exception):
+    """The campaign found only violations of the classes issue 21 lists."""
+
+
+def _aimed(index: int, model: str) -> object:
+    """A short power iteration cut right after its first tool_finished was written (and
+    printed), before any fsync: everything unsynced lost."""
+    base = make_plan(59, index, short=True)
+    cut = Cut("fs", 1, "write", LOG, '"kind":"tool_finished"', "after", seed=index)
+    return dataclasses.replace(base, kills=[cut], faults=[None] * 8, power=model)
+
+
+POWER = available()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(POWER is not None, reason=f"power cuts need FUSE: {POWER}")
+@pytest.mark.xfail(
+    strict=True,
+    raises=KnownViolations,
+    reason="issue 21 item 3 (not fixed yet): a printed tool_finished is lost and its seq "
+    "reused (class 1, every model); the artifacts directory is never fsynced, so request "
+    "artifacts named by durable tool_started records are missing (class 3, name model)",
+)
+@pytest.mark.timeout(900)
+def test_a_short_power_campaign_finds_only_the_violations_issue_21_lists(
+    warm_pool_of_this_session: Path,
+) -> None:
+    """Two aimed power iterations (the name and journal models; strict POSIX empties a new
+    session, whose re-runs would hide other classes: `make chaos` covers it). Anything but
+    the known classes fails the test outright; the known ones make it an expected failure."""
+    base = Path(tempfile.mkdtemp(prefix="jpc", dir="/tmp"))
+    warm = warm_pool_of_this_session if os.environ.get("JMP_WARM", "1").strip() != "0" else None
+    plans = [_aimed(0, "name"), _aimed(1, "journal")]
+    totals, reports, _ = campaign(2, seed=59, base=base, log=False, warm=warm, plans=plans)
+    violations = [v for r in reports for v in r.violations]
+    unknown = [v for v in violations if v.split(":", 1)[0] not in KNOWN_TODAY]
+    assert not unknown, (unknown, [str(r.root) for r in reports])
+    assert totals["cuts"] == 2, table(totals, 0)
+    assert totals["completions"] == 2, violations
+    shutil.rmtree(base)  # kept only when something was violated
+    if violations:
+        raise KnownViolations("\n".join(violations))

@@ -1,7 +1,10 @@
-"""`python -m tests.chaos --iterations N --seed S [--first I] [--jmp CMD] [--keep]`
+"""`python -m tests.chaos --iterations N --seed S [--first I] [--jmp CMD] [--keep] [--power M]`
 
 Runs N iterations (plans seed:first .. seed:first+N-1), prints the table of figures and, for
 each violation, the kept directory and the command that reproduces it. Exit 1 on violations.
+`--power mix` makes every odd iteration a power iteration (its sessions directory on a lossy
+FUSE disk, power cuts among its kills), `--power only` every iteration; where FUSE cannot run
+it says why and exits 2.
 """
 
 from __future__ import annotations
@@ -17,8 +20,16 @@ from pathlib import Path
 
 from tests.chaos.drive import IterationReport, run_iteration
 from tests.chaos.invoke import jmp_command
-from tests.chaos.plan import make_plan
+from tests.chaos.plan import IterationPlan, make_plan
+from tests.chaos.powercut.control import available
 from tests.chaos.targets import stop_pool
+
+POWER_MODES = ("off", "mix", "only")
+
+
+def is_power(mode: str, index: int) -> bool:
+    """Whether iteration `index` is a power iteration under `--power mode`."""
+    return mode == "only" or (mode == "mix" and index % 2 == 1)
 
 
 def campaign(
@@ -32,10 +43,14 @@ def campaign(
     short: bool = False,
     minutes: float | None = None,
     warm: Path | None = None,
+    power: str = "off",
+    plans: list[IterationPlan] | None = None,
 ) -> tuple[Counter[str], list[IterationReport], float]:
     """Run the iterations in order; returns the summed figures, the reports and wall time.
     `warm`: a pool directory the caller owns (the suite's, already preloaded), else the
-    campaign's own (`base/warm`, stopped at the end); a kill of the pool hits it either way."""
+    campaign's own (`base/warm`, stopped at the end); a kill of the pool hits it either way.
+    `power`: off, mix or only (see the module docstring). `plans`: these instead of the seed's
+    (a test aims its cuts)."""
     command = jmp_command(jmp)
     base = base or Path(tempfile.mkdtemp(prefix="jmp-chaos-", dir="/tmp"))
     base.mkdir(parents=True, exist_ok=True)
@@ -43,18 +58,25 @@ def campaign(
     reports = []
     started = time.monotonic()
     try:
-        for index in range(first, first + iterations):
+        todo = plans or [
+            make_plan(seed, i, short=short, power=is_power(power, i))
+            for i in range(first, first + iterations)
+        ]
+        for plan in todo:
             if minutes is not None and time.monotonic() - started > minutes * 60:
                 break  # the time budget is spent: no new iteration starts
-            plan = make_plan(seed, index, short=short)
             report = run_iteration(plan, base, command, keep=keep, warm=warm)
             reports.append(report)
             totals.update(report.figures)
             totals["iterations"] += 1
+            totals["power iterations"] += bool(plan.power)
             totals["violations"] += len(report.violations)
+            for violation in report.violations:
+                totals[f"violations: {violation.split(':', 1)[0]}"] += 1
             if log:
                 print(
-                    f"iteration {index}: {report.figures['kills']} kill(s), "
+                    f"iteration {plan.index}{' (power, ' + plan.power + ')' if plan.power else ''}"
+                    f": {report.figures['kills']} kill(s), {report.figures['cuts']} cut(s), "
                     f"{len(report.violations)} violation(s), {report.seconds:.1f} s",
                     file=sys.stderr,
                     flush=True,
@@ -66,17 +88,29 @@ def campaign(
 
 
 def table(totals: Counter[str], wall: float) -> str:
-    """The figures, one per line, aligned; wall time last."""
-    order = ["iterations", "invocations", "kills"]
-    rest = sorted(k for k in totals if k not in order)
-    width = max(len(k) for k in [*order, *rest, "wall time"])
-    lines = [f"{key:<{width}}  {totals.get(key, 0)}" for key in [*order, *rest]]
-    lines.append(f"{'wall time':<{width}}  {wall:.0f} s")
+    """The figures, one per line, aligned; violations by class after them; rates and wall
+    time last."""
+    order = ["iterations", "power iterations", "invocations", "kills", "cuts"]
+    classes = sorted(k for k in totals if k.startswith("violations: "))
+    rest = sorted(k for k in totals if k not in order and k not in classes)
+    minutes = max(wall / 60, 1e-9)
+    rates = {
+        "kills per minute": f"{totals.get('kills', 0) / minutes:.1f}",
+        "cuts per minute": f"{totals.get('cuts', 0) / minutes:.1f}",
+        "wall time": f"{wall:.0f} s",
+    }
+    keys = [*order, *rest, *classes, *rates]
+    width = max(len(k) for k in keys)
+    lines = [f"{key:<{width}}  {totals.get(key, 0)}" for key in [*order, *rest, *classes]]
+    lines += [f"{key:<{width}}  {value}" for key, value in rates.items()]
     return "\n".join(lines)
 
 
-def reproduce(seed: int, index: int, jmp: str | None, short: bool = False) -> str:
-    extra = (" --short" if short else "") + (f" --jmp {shlex.quote(jmp)}" if jmp else "")
+def reproduce(
+    seed: int, index: int, jmp: str | None, short: bool = False, power: bool = False
+) -> str:
+    extra = (" --short" if short else "") + (" --power only" if power else "")
+    extra += f" --jmp {shlex.quote(jmp)}" if jmp else ""
     return f"python -m tests.chaos --seed {seed} --first {index} --iterations 1 --keep{extra}"
 
 
@@ -90,7 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep every iteration's directory")
     parser.add_argument("--short", action="store_true", help="one request, at most two kills")
     parser.add_argument("--minutes", type=float, default=None, help="start no iteration after")
+    parser.add_argument("--power", choices=POWER_MODES, default="off", help="power iterations")
     options = parser.parse_args(argv)
+    reason = available() if options.power != "off" else None
+    if reason is not None:
+        print(f"python -m tests.chaos: power cuts cannot run here: {reason}", file=sys.stderr)
+        print("  (--power off runs the kill campaign alone)", file=sys.stderr)
+        return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the current run with us
     totals, reports, wall = campaign(
         options.iterations,
@@ -101,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         options.keep,
         short=options.short,
         minutes=options.minutes,
+        power=options.power,
     )
     print(table(totals, wall))
     for report in reports:
@@ -108,7 +149,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"VIOLATION iteration {report.plan.index}: {violation}")
         if report.violations:
             print(f"  kept: {report.root}")
-            again = reproduce(options.seed, report.plan.index, options.jmp, options.short)
+            again = reproduce(
+                options.seed, report.plan.index, options.jmp, options.short, bool(report.plan.power)
+            )
             print(f"  reproduce: {again}")
     return 1 if totals["violations"] else 0
 

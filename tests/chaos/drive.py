@@ -1,5 +1,7 @@
-"""One iteration: run the task with kills and faults, drive the session on as a user would,
-then check every invariant. The directory is kept when anything was violated."""
+"""One iteration: run the task with kills, power cuts and faults, drive the session on as a
+user would, then check every invariant. The directory is kept when anything was violated.
+
+Every violation is one line, `class: what happened` (the table counts them by class)."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import os
 import sys
 import tempfile
 import time
+import traceback
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +18,7 @@ from pathlib import Path
 from tests.chaos import check, targets
 from tests.chaos.invoke import Invocation, Outcome
 from tests.chaos.plan import IterationPlan
+from tests.chaos.power import PowerWatch
 from tests.chaos.world import World
 
 PROMPTS = (
@@ -22,6 +26,7 @@ PROMPTS = (
     "Follow-up: run the remaining planned steps too.",
 )
 MAX_INVOCATIONS = 14
+MAX_POWER_INVOCATIONS = 20  # a cut can cost a session: the user starts over
 VERBOSE = bool(os.environ.get("JMP_CHAOS_VERBOSE"))
 ORPHAN_GRACE_S = 10.0
 PINNED = ("session", "user", "tool_started", "tool_uncertain")  # fsynced or the request itself
@@ -53,7 +58,8 @@ class Driver:
         self.kills = list(plan.kills)
         self.seen = [0]  # moments of the armed kill's phase so far
         self.interrupted: set[str] = set()
-        self.cut: list[bytes] = []
+        self.cut: list[bytes] = []  # torn tails that must be archived byte for byte
+        self.power = PowerWatch(self) if plan.power else None
 
     def invoke(self, *args: str) -> Outcome:
         figures = self.report.figures
@@ -65,10 +71,13 @@ class Driver:
             self.census
         )
         self.report.outcomes.append(out)
+        if self.power is not None:
+            self.report.violations += self.power.after(out, fault)
         if VERBOSE:
             print(
                 f"  [{self.plan.index}.{number}] {' '.join(args)[:60]!r} fault={fault} "
-                f"kills={[(k.target, k.phase) for k in out.kills]} missed={out.missed} -> "
+                f"kills={[(k.target, k.phase) for k in out.kills]} missed={out.missed} "
+                f"cut={out.cut and (out.cut.phase, out.cut.kind, out.cut.nth)} -> "
                 f"{out.code} {out.status} "
                 f"{out.seconds:.1f}s",
                 file=sys.stderr,
@@ -86,13 +95,13 @@ class Driver:
                 self._tear(kill.tear)
         figures["kills missed (target not alive)"] += len(out.missed)
         if out.hung:
-            self.report.violations.append(f"invocation {number} {list(args)} hung; killed")
+            self.report.violations.append(f"hung: invocation {number} {list(args)}; killed")
         self.interrupted |= check.interrupted(self.world.events())
         left = self.census.survivors(ORPHAN_GRACE_S)
         if left:
             figures["orphans"] += len(left)
             names = ", ".join(" ".join(p.cmdline()[:4]) for p in left if p.is_running())
-            self.report.violations.append(f"after invocation {number}: survivors: {names}")
+            self.report.violations.append(f"orphans: after invocation {number}: {names}")
             for proc in left:
                 targets.sigkill(proc.pid)
         return out
@@ -107,9 +116,12 @@ class Driver:
             return
         start = data.rfind(b"\n", 0, len(data) - 1) + 1
         line = data[start:-1]
-        if json.loads(line).get("kind") in PINNED or len(line) < 2:
+        record = json.loads(line)
+        if record.get("kind") in PINNED or len(line) < 2:
             self.report.figures["tears skipped (pinned last line)"] += 1
             return
+        if self.power is not None:  # a line we tore was printed: it may be reused
+            self.power.runner_torn.add((record.get("session_id"), record.get("seq")))
         cut = start + 1 + int((len(line) - 1) * fraction)
         self.cut.append(data[start:cut])
         with open(path, "r+b") as handle:
@@ -122,7 +134,8 @@ class Driver:
     def drive(self) -> None:
         request = 0
         out = self.invoke("--workspace", str(self.world.workspace), PROMPTS[0])
-        for _ in range(MAX_INVOCATIONS):
+        limit = MAX_POWER_INVOCATIONS if self.power is not None else MAX_INVOCATIONS
+        for _ in range(limit):
             sid = self.world.session_id
             if sid is None:  # killed before the session existed: start over
                 out = self.invoke("--workspace", str(self.world.workspace), PROMPTS[0])
@@ -140,7 +153,7 @@ class Driver:
             else:
                 out = self.invoke("--session", sid, *prompt)
         self.report.violations.append(
-            f"the session did not complete in {MAX_INVOCATIONS} invocations "
+            f"not-completed: the session did not complete in {limit} invocations "
             f"(last status {out.status})"
         )
 
@@ -155,32 +168,44 @@ class Driver:
 
     def verify(self) -> None:
         report, figures = self.report, self.report.figures
+        found = report.violations
         log = self.world.log_path()
         if log is None or not log.exists():
-            report.violations.append("no session log")
+            found.append("not-completed: no session log")
             return
         events, problems = check.strict_log(log)
         if problems:
             figures["corrupted logs"] += 1
-        report.violations += problems
-        report.violations += check.call_ends(events, figures)
-        report.violations += check.witnesses(self.plan, events, self.world.workspace, figures)
+        found += tag("log-corrupt", problems)
+        found += tag("call-ends", check.call_ends(events, figures))
+        for problem in check.witnesses(self.plan, events, self.world.workspace, figures):
+            found.append(
+                ("re-execution: " if "times" in problem else "effect-without-record: ") + problem
+            )
         uncertain = {e["data"].get("call_id") for e in events if e.get("kind") == "tool_uncertain"}
         figures["interrupted calls"] += len(self.interrupted)
         figures["uncertain calls surfaced"] += len(self.interrupted & uncertain)
         for call_id in sorted(self.interrupted - uncertain):
-            report.violations.append(f"interrupted call {call_id} never surfaced as tool_uncertain")
+            found.append(f"uncertain-not-surfaced: interrupted call {call_id} never surfaced")
         finals = [e["data"].get("status") for e in events if e.get("kind") == "final"]
         if finals and finals[-1] == "completed" and self.users() == len(self.plan.requests):
             figures["completions"] += 1
         else:
-            report.violations.append(f"the session ended {finals[-1:]} not completed")
-        report.violations += check.torn_archives(log, self.cut, events)
+            found.append(f"not-completed: the session ended {finals[-1:]} not completed")
+        found += tag("torn-unarchived", check.torn_archives(log, self.cut, events))
         figures["torn tails archived"] += len(list(log.parent.glob(log.name + ".torn-*")))
         outputs = [o.stdout + o.stderr for o in report.outcomes]
         dirs = [self.world.home, self.world.workspace]
-        report.violations += check.leaks(self.plan, dirs, outputs, figures)
+        found += tag("leak", check.leaks(self.plan, dirs, outputs, figures))
         figures["internal errors"] += sum("internal error" in o.stderr for o in report.outcomes)
+        figures["planned kills and cuts not reached"] += len(self.kills)
+        if self.power is not None:
+            found += self.power.final(self.world.session_id)
+
+
+def tag(cls: str, problems: list[str]) -> list[str]:
+    """Violations of one class: `class: problem`."""
+    return [f"{cls}: {problem}" for problem in problems]
 
 
 def run_iteration(
@@ -198,13 +223,17 @@ def run_iteration(
         driver.drive()
         driver.verify()
     except Exception as exc:  # a runner failure is reported, never hidden
-        driver.report.violations.append(f"runner error: {type(exc).__name__}: {exc}")
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        where = f"{Path(frame.filename).name}:{frame.lineno}"
+        driver.report.violations.append(f"runner-error: {type(exc).__name__}: {exc} ({where})")
+        (driver.report.root / "runner-error.txt").write_text(traceback.format_exc())
     finally:
         report = driver.report
         report.kept = keep or bool(report.violations)
         for out in report.outcomes:
             (report.root / f"invocation-{report.outcomes.index(out)}.txt").write_text(
                 f"args: {out.args}\ncode: {out.code}\nkills: {out.kills}\nmissed: {out.missed}\n"
+                f"cut: {out.cut}\nlost: {json.dumps(out.lost, indent=1)}\n"
                 f"--- stdout\n{out.stdout}\n--- stderr\n{out.stderr}\n"
             ) if report.kept else None
         driver.world.close(keep=report.kept)

@@ -2,7 +2,10 @@
 
 Triggers: `route` (the nth Jev request arrives; the kill lands before it is answered),
 `generate` (the nth Flash stream, at a planned chunk), `tool` (the nth witness line appears:
-the command or MCP call is running), `between` (the nth persisted record was printed).
+the command or MCP call is running), `between` (the nth persisted record was printed). A power
+cut (`Cut`) may also land right after the nth printed record of a kind (`event`), at the nth
+operation of the disk on a matching path (`fs`: the disk freezes itself there), or at a random
+moment; it freezes the disk, kills every process of the run, and cuts (power.py).
 """
 
 from __future__ import annotations
@@ -23,11 +26,13 @@ from typing import Any
 import psutil
 
 from tests.chaos import targets
-from tests.chaos.plan import Fault, Kill
+from tests.chaos.plan import DISK_FAULTS, KEPT_FILES, Cut, Fault, Kill
+from tests.chaos.powercut.control import LossyDisk
 from tests.chaos.world import World
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 INVOCATION_TIMEOUT_S = 180.0
+PRINT_WAIT_S = 2.0  # an fs cut after a record's write waits this long for it to be printed
 
 
 def jmp_command(spec: str | None) -> list[str]:
@@ -53,6 +58,10 @@ class Outcome:
     stderr: str = ""
     kills: list[Delivered] = field(default_factory=list)
     missed: list[str] = field(default_factory=list)  # targets not alive at their moment
+    cut: Cut | None = None  # the power cut that ended this invocation
+    lost: dict[str, Any] = field(default_factory=dict)  # what the cut took (the disk's report)
+    before: dict[str, bytes] = field(default_factory=dict)  # the session files just before it
+    disk: dict[str, Any] = field(default_factory=dict)  # the disk's status at the end
     hung: bool = False
     seconds: float = 0.0
 
@@ -79,7 +88,7 @@ class Invocation:
         world: World,
         command: list[str],
         args: list[str],
-        kills: list[Kill],
+        kills: list[Kill | Cut],
         fault: Fault | None,
         seen: list[int],
     ) -> None:
@@ -95,16 +104,22 @@ class Invocation:
         self._lock = threading.RLock()
         self._done = threading.Event()
         self._proc: subprocess.Popen[str] | None = None
+        self._since: list[dict[str, Any]] = []  # records printed in this invocation
+        self._cutting = threading.Event()  # a cut has begun (in whichever thread fired it)
+        self._cut_done = threading.Event()
 
     # --- the kill -------------------------------------------------------------------
 
     @property
-    def kill(self) -> Kill | None:
+    def kill(self) -> Kill | Cut | None:
         return None if self._stopped or not self.queue else self.queue[0]
 
-    def _fire(self, kill: Kill) -> None:
+    def _fire(self, kill: Kill | Cut) -> None:
         """Kill the armed target now; record a miss when it is not alive."""
         proc = self._proc
+        if isinstance(kill, Cut):
+            self._cut(kill)
+            return
         with self._lock:
             if proc is None or self.kill is not kill:
                 return
@@ -122,7 +137,82 @@ class Invocation:
             self.out.kills.append(Delivered(kill.target, kill.phase, pid, kill.tear))
             self._stopped = kill.target == "kernel"
 
-    def _occurrence(self, phase: str) -> Kill | None:
+    def _cut(self, cut: Cut) -> None:
+        """The power cut: freeze the disk, kill every process of the run, take the disk's
+        image. (A process blocked on the frozen disk dies only once the cut answers it.)"""
+        proc, disk = self._proc, self.world.disk
+        with self._lock:
+            if proc is None or disk is None or self.kill is not cut:
+                return
+            self.queue.pop(0)
+            self.seen[0], self._stream, self._stopped = 0, None, True
+            self._cutting.set()
+        try:
+            self._power_off(cut, proc, disk)
+        finally:
+            self._cut_done.set()
+
+    def _power_off(self, cut: Cut, proc: subprocess.Popen[str], disk: LossyDisk) -> None:
+        if cut.phase == "fs" and cut.contains and cut.kind == "write":
+            self._await_print(cut.contains)
+        disk.freeze()
+        if self.census is not None:
+            self.census.sample(proc.pid)
+        targets.kill_run(proc.pid, self.census)
+        self.out.before = self.world.session_files()
+        self.out.lost = disk.cut(cut.data, cut.dirs, cut.seed)
+        self.out.cut = cut
+
+    def _await_print(self, contains: str) -> None:
+        """The record whose write froze the disk is printed next: wait for it (or a while)."""
+        deadline = time.monotonic() + PRINT_WAIT_S
+        while time.monotonic() < deadline and not self._done.is_set():
+            with self._lock:
+                if any(contains in json.dumps(r, separators=(",", ":")) for r in self._since):
+                    return
+            time.sleep(0.005)
+
+    def _watch_disk(self) -> None:
+        """fs cuts: the disk froze itself at the planned operation; random cuts: a timer."""
+        disk = self.world.disk
+        started = time.monotonic()
+        while disk is not None and not self._done.is_set():
+            armed = self.kill
+            if isinstance(armed, Cut) and armed.phase == "random":
+                if time.monotonic() - started >= armed.delay:
+                    self._fire(armed)
+                    return
+                self._done.wait(0.02)
+            elif isinstance(armed, Cut) and armed.phase == "fs":
+                if disk.wait(0.2) is not None and self.kill is armed:
+                    self._fire(armed)
+                    return
+            else:
+                self._done.wait(0.05)
+
+    def _rules(self) -> list[dict[str, Any]]:
+        """What the disk is armed with for this invocation: the fault, the armed fs cut."""
+        rules: list[dict[str, Any]] = []
+        fault = self.fault
+        if fault and fault.kind in DISK_FAULTS:
+            op, action = ("fsync", "eio") if fault.kind == "eio_fsync" else ("write", "enospc")
+            rules.append(
+                {"op": op, "pattern": KEPT_FILES, "nth": int(fault.value), "action": action}
+            )
+        armed = self.kill
+        if isinstance(armed, Cut) and armed.phase == "fs":
+            rules.append(
+                {
+                    "op": armed.kind,
+                    "pattern": armed.pattern,
+                    "contains": armed.contains,
+                    "nth": armed.nth,
+                    "action": f"freeze-{armed.timing}",
+                }
+            )
+        return rules
+
+    def _occurrence(self, phase: str) -> Kill | Cut | None:
         """Count one occurrence of `phase`; the armed kill when this is its moment."""
         with self._lock:
             kill = self.kill
@@ -170,9 +260,14 @@ class Invocation:
             except ValueError:
                 continue
             self.out.lines.append(record)
+            with self._lock:
+                self._since.append(record)
             if record.get("kind") == "session" and record.get("session_id"):
                 self.world.session_id = record["session_id"]
             kill = self._occurrence("between") if record.get("seq") is not None else None
+            armed = self.kill
+            if isinstance(armed, Cut) and armed.phase == "event" and record.get("seq"):
+                kill = self._occurrence("event") if record.get("kind") == armed.kind else None
             if kill:
                 self._fire(kill)
         self.out.stdout = "".join(chunks)
@@ -194,6 +289,8 @@ class Invocation:
         if self.fault and self.fault.kind != "fsize":
             world.server_fault(self.fault.kind, self.fault.value)
         world.on_route, world.on_chunk = self._on_route, self._on_chunk
+        if world.disk is not None:
+            world.disk.arm(self._rules())
         started = time.monotonic()
         self._proc = proc = subprocess.Popen(
             [*self.command, "--json", *self.out.args],
@@ -210,7 +307,13 @@ class Invocation:
             self._limit_file_size(proc.pid, int(self.fault.value))
         threads = [
             threading.Thread(target=f, daemon=True)
-            for f in (self._read_stdout, self._read_stderr, self._watch_tools, self._sample)
+            for f in (
+                self._read_stdout,
+                self._read_stderr,
+                self._watch_tools,
+                self._sample,
+                self._watch_disk,
+            )
         ]
         for thread in threads:
             thread.start()
@@ -224,6 +327,8 @@ class Invocation:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             raise
+        if self._cutting.is_set():
+            self._cut_done.wait(INVOCATION_TIMEOUT_S)  # the disk is back to its image
         self.out.code = proc.returncode
         self._done.set()
         for thread in threads:
@@ -233,6 +338,11 @@ class Invocation:
                 pipe.close()
         world.on_route = world.on_chunk = None
         world.clear_faults()
+        if world.disk is not None and self.out.cut is None:
+            self.out.disk = world.disk.status()
+            armed = self.kill
+            if self.out.disk["state"] == "frozen" and isinstance(armed, Cut):
+                self._cut(armed)  # the disk froze as the run was ending: the cut is still due
         self.out.seconds = time.monotonic() - started
         return self.out
 

@@ -2,7 +2,9 @@
 
 A plan is the task (two requests, each a few tool calls with unique witness tokens), the kills
 to deliver in order (target, phase, which occurrence), and the faults beyond SIGKILL. Timing
-jitter decides only *when exactly* a kill lands, never *what* is planned.
+jitter decides only *when exactly* a kill lands, never *what* is planned. A power iteration
+(`power`: the filesystem model of its lossy disk) also plans power cuts (`Cut`) among its
+kills, and may start an invocation with EIO on an fsync or ENOSPC on a write.
 """
 
 from __future__ import annotations
@@ -11,12 +13,36 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.chaos.powercut.cut import DATA_VARIANTS, DIR_VARIANTS
+from tests.chaos.powercut.model import MODELS
 from tests.chaos.targets import TARGETS
 
 PHASES = ("route", "generate", "tool", "between")
 # Faults an invocation may start with (besides kills): a file-size limit on the kernel, a Jev
 # answer that stalls or fails once, a Flash stream that stalls or is cut.
 FAULTS = ("fsize", "jev_delay", "jev_http500", "flash_slow", "flash_cut")
+# A power iteration's faults of the disk: EIO on the n-th fsync, ENOSPC on the n-th write (of
+# anything on it but the recall cache, which jmp may ignore failing: it is rebuilt from the log)
+DISK_FAULTS = ("eio_fsync", "enospc")
+KEPT_FILES = r"^(?!.*memory\.sqlite3)"
+# Where a cut lands: the kill phases, right after the n-th printed record of a kind (`event`),
+# at the n-th operation of the disk on a matching path (`fs`), or at a random moment.
+CUT_PHASES = ("route", "generate", "tool", "between", "event", "fs", "random")
+EVENT_KINDS = ("session", "user", "run_started", "route", "tool_started", "tool_finished", "final")
+LOG = r"/events\.jsonl$"
+# fs triggers: (op, path pattern, bytes the write holds, freeze before/after)
+FS_POINTS = (
+    ("write", LOG, '"kind":"tool_finished"', "after"),  # the record written, not yet synced
+    ("write", LOG, '"kind":"final"', "after"),
+    ("write", LOG, '"kind":"tool_started"', "after"),  # between the write and its fsync
+    ("fsync", LOG, "", "after"),
+    ("fsync", LOG, "", "before"),
+    ("rename", r"/artifacts/", "", "after"),  # an artifact in place, its directory unsynced
+    ("rename", r"^/[0-9a-f]{32}$", "", "after"),  # a new session's directory renamed in
+    ("fsync", r"/artifacts/", "", "after"),
+    ("rename", r"/context-", "", "after"),
+    ("write", r"memory\.sqlite3", "", "after"),
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +67,29 @@ class Kill:
 
 
 @dataclass(frozen=True)
+class Cut:
+    """A power cut at the `nth` occurrence of `phase` (see CUT_PHASES), then the disk keeps
+    what its model and the variants (`data`, `dirs`, drawn with `seed`) say."""
+
+    phase: str
+    nth: int
+    kind: str = ""  # event: the record's kind; fs: the operation
+    pattern: str = ""  # fs: a regex on the path inside the disk
+    contains: str = ""  # fs write: only writes holding these bytes count
+    timing: str = "after"  # fs: freeze before or after the operation
+    delay: float = 0.0  # random: seconds into the invocation; tool: after the witness
+    chunk: int = 0  # generate: the streamed chunk at which it lands
+    data: str = "lose"
+    dirs: str = "lose"
+    seed: int = 0
+    target: str = "power"  # a cut takes every process of the run
+
+    @property
+    def tear(self) -> None:
+        return None
+
+
+@dataclass(frozen=True)
 class Fault:
     kind: str
     value: float
@@ -51,11 +100,12 @@ class IterationPlan:
     seed: int
     index: int
     requests: list[list[Step]]
-    kills: list[Kill]
+    kills: list[Kill | Cut]
     faults: list[Fault | None]  # by invocation number; None = a clean invocation
     ack_direct: bool  # after a kill the user acks at once instead of reopening first
     keys: dict[str, str] = field(default_factory=dict)
     warm: bool = True  # workers from the warm pool (else every worker is a cold spawn)
+    power: str | None = None  # a power iteration: the model of its lossy disk
 
     def steps(self) -> list[Step]:
         return [step for request in self.requests for step in request]
@@ -121,11 +171,16 @@ def _fault(rng: random.Random, kinds: tuple[str, ...] = FAULTS) -> Fault | None:
 
 
 def make_plan(
-    seed: int, index: int, targets: tuple[str, ...] = TARGETS, short: bool = False
+    seed: int,
+    index: int,
+    targets: tuple[str, ...] = TARGETS,
+    short: bool = False,
+    power: bool = False,
 ) -> IterationPlan:
     """The plan of iteration `index` of the campaign `seed` (a pure function of the arguments).
 
-    `short` (the campaign in `make test`): one request of two calls and at most two kills."""
+    `short` (the campaign in `make test`): one request of two calls and at most two kills.
+    `power`: a power iteration (same task; cuts among its kills, the model by `index`)."""
     rng = random.Random(f"jmp-chaos:{seed}:{index}:{short}")
     prefix = f"W{seed}i{index}{rng.getrandbits(24):06x}"
     written: list[str] = []
@@ -142,4 +197,56 @@ def make_plan(
     }
     requests = [first] if short else [first, second]
     ack_direct, warm = rng.random() < 0.5, rng.random() < 0.8
-    return IterationPlan(seed, index, requests, kills, faults, ack_direct, keys, warm)
+    plan = IterationPlan(seed, index, requests, kills, faults, ack_direct, keys, warm)
+    return _power(plan, short) if power else plan
+
+
+def _power(plan: IterationPlan, short: bool) -> IterationPlan:
+    """The power iteration of `plan`: its own random stream, so kill plans stay as they were."""
+    rng = random.Random(f"jmp-chaos-power:{plan.seed}:{plan.index}:{short}")
+    model = MODELS[plan.index % len(MODELS)]
+    cuts: list[Kill | Cut] = [_cut(rng) for _ in range(1 if short else rng.randint(1, 3))]
+    kills = [] if short else plan.kills[: rng.randint(0, 2)]
+    items = cuts + kills
+    rng.shuffle(items)
+    faults = [None if short else _disk_fault(rng) or f for f in plan.faults]
+    return IterationPlan(
+        plan.seed,
+        plan.index,
+        plan.requests,
+        items,
+        faults,
+        plan.ack_direct,
+        plan.keys,
+        plan.warm,
+        power=model,
+    )
+
+
+def _cut(rng: random.Random) -> Cut:
+    phase = rng.choice(CUT_PHASES)
+    data = rng.choice(DATA_VARIANTS)
+    dirs = rng.choice(DIR_VARIANTS)
+    seed = rng.getrandbits(32)
+    if phase == "event":
+        kind = rng.choice(EVENT_KINDS)
+        nth = 1 if kind in ("session", "run_started") else rng.randint(1, 3)
+        return Cut("event", nth, kind=kind, data=data, dirs=dirs, seed=seed)
+    if phase == "fs":
+        op, pattern, contains, timing = rng.choice(FS_POINTS)
+        nth = rng.randint(1, 2) if contains or "context" in pattern else rng.randint(1, 8)
+        return Cut("fs", nth, op, pattern, contains, timing, data=data, dirs=dirs, seed=seed)
+    if phase == "random":
+        delay = round(rng.uniform(0.2, 6.0), 2)
+        return Cut("random", 1, delay=delay, data=data, dirs=dirs, seed=seed)
+    nth = rng.randint(1, 3) if phase != "between" else rng.randint(2, 14)
+    delay = round(rng.uniform(0.0, 0.15), 3)
+    chunk = rng.randint(0, 6)
+    return Cut(phase, nth, delay=delay, chunk=chunk, data=data, dirs=dirs, seed=seed)
+
+
+def _disk_fault(rng: random.Random) -> Fault | None:
+    if rng.random() < 0.85:
+        return None
+    kind = rng.choice(DISK_FAULTS)
+    return Fault(kind, float(rng.randint(1, 10) if kind == "eio_fsync" else rng.randint(1, 40)))

@@ -35,6 +35,7 @@ def _title(name: str) -> Matcher:
 
 
 POOL_TITLE = "jmp-warm-pool"  # the warm pool's process title: `jmp-warm-pool DIR`
+_DISK = _module("tests.chaos.powercut")  # a power iteration's disk daemon
 
 
 WORKERS: dict[str, Matcher] = {
@@ -125,9 +126,10 @@ class Census:
                 self.seen.setdefault(proc.pid, proc.create_time())
 
     def _ours(self, proc: psutil.Process) -> bool:
-        """Of this iteration; never the campaign's warm pool (it serves every iteration)."""
+        """Of this iteration; never the campaign's warm pool (it serves every iteration) nor
+        the iteration's lossy disk (it stands for the hardware)."""
         argv = _argv(proc)
-        if argv and argv[0] == POOL_TITLE:
+        if argv and (argv[0] == POOL_TITLE or _DISK(argv)):
             return False
         try:
             if self.seen.get(proc.pid) == proc.create_time():
@@ -154,6 +156,16 @@ class Census:
             time.sleep(0.2)
             left = self.alive()
         return left
+
+
+def kill_run(root_pid: int, census: Census | None) -> int:
+    """SIGKILL every process of the run at once (a power cut): the started process, its tree,
+    and everything the census counts as the iteration's (workers the pool forked, their MCP
+    servers); never the campaign's pool. Returns how many were alive."""
+    victims = [root_pid, *(p.pid for p in descendants(root_pid))]
+    if census is not None:
+        victims += [p.pid for p in census.alive()]
+    return sum(sigkill(pid) for pid in dict.fromkeys(victims))
 
 
 def stop_pool(directory: Path) -> None:

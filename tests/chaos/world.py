@@ -5,6 +5,10 @@ answer is derived from the session's log as it is on disk at that moment. Route:
 step of the current request whose token is in no `tool_started`, else `done`; review:
 `complete`; generation: that step's arguments; answers: prose. So after any kill the session
 goes on where the log says it is, and a witness seen twice can only be a re-run by jmp.
+
+A power iteration puts the sessions directory on a lossy disk (`disk`, tests/chaos/powercut),
+backed by `root/disk`; the workspace and the witness files stay outside it: they are the
+world, where effects stay done.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.chaos.plan import IterationPlan, Step
+from tests.chaos.powercut.control import LossyDisk
 from tests.servers.flash import FlashServer
 from tests.servers.jev import JevServer, JevState
 
@@ -64,6 +69,10 @@ class World:
         self.home = root / "sessions"
         self.workspace = root / "ws"
         self.workspace.mkdir(parents=True)
+        self.disk: LossyDisk | None = None
+        if plan.power:
+            self.disk = LossyDisk(root / "disk", self.home, plan.power, root / "disk-state")
+            self.disk.start()
         self.session_id: str | None = None
         self.on_route: Hook | None = None
         self.on_chunk: Hook | None = None
@@ -142,6 +151,19 @@ class World:
         path = self.log_path()
         return read_log(path) if path else []
 
+    def session_files(self) -> dict[str, bytes]:
+        """Every file of the sessions directory as processes see it (a power iteration reads
+        the disk's backing directory: the mount may be frozen)."""
+        base = self.disk.backing if self.disk is not None else self.home
+        files = {}
+        for path in base.rglob("*"):
+            if path.is_file() and not path.is_symlink():
+                try:
+                    files[str(path.relative_to(base))] = path.read_bytes()
+                except OSError:
+                    continue
+        return files
+
     def next_step(self) -> Step | None:
         """The current request's first step not yet started (by its token), else None."""
         events = self.events()
@@ -193,5 +215,7 @@ class World:
     def close(self, keep: bool) -> None:
         self.jev.close()
         self.flash.close()
+        if self.disk is not None:
+            self.disk.stop()
         if not keep:
             shutil.rmtree(self.root, ignore_errors=True)

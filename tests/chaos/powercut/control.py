@@ -19,6 +19,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from multiprocessing.connection import Client, Connection
 from pathlib import Path
@@ -63,6 +64,7 @@ class LossyDisk:
         self.process: subprocess.Popen[bytes] | None = None
         self.mounts = 0
         self._conn: Connection | None = None
+        self._calls = threading.Lock()  # one request at a time on the connection
 
     @property
     def log(self) -> Path:
@@ -103,10 +105,11 @@ class LossyDisk:
         raise DiskError(f"{what} at {self.mount} (model {self.model}); its log:\n{tail}")
 
     def call(self, op: str, **fields: Any) -> Any:
-        if self._conn is None:
-            self._conn = Client(str(self.socket), family="AF_UNIX", authkey=self.key)
-        self._conn.send({"op": op, **fields})
-        reply = self._conn.recv()
+        with self._calls:
+            if self._conn is None:
+                self._conn = Client(str(self.socket), family="AF_UNIX", authkey=self.key)
+            self._conn.send({"op": op, **fields})
+            reply = self._conn.recv()
         if "error" in reply:
             raise DiskError(f"the disk refused {op}: {reply['error']}")
         return reply["ok"]

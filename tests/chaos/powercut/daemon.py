@@ -82,6 +82,9 @@ class Disk:
         if op == "cut":
             return self.cut(str(request["data"]), str(request["dirs"]), int(request["seed"]))
         if op == "stop":
+            with fs.mutex:
+                if fs.gate.state == "frozen":
+                    fs.gate.cut()  # whatever waits fails: nobody is left to cut the power
             self.unmount()
             self.rewritten.wait(UNMOUNT_WAIT_S * 2)
             return True

@@ -1,0 +1,305 @@
+"""What a power cut must leave, checked right after each cut and at the end of an iteration.
+
+Black-box, on what jmp printed and what the disk holds (JSON and files, not jmp's code; the
+recall check reads the cache's documented file with sqlite3, and skips when it cannot):
+
+- a session whose `session` record was printed still opens after the cut (`session-vanished`);
+- a record that was printed is in the recovered log unchanged, or its seq is never used again
+  for another record (`printed-lost-reused`);
+- artifacts that durable records name exist and are complete: a request artifact or a
+  checkpoint always (`request-artifact-missing`, `checkpoint-missing`); an output artifact
+  shorter than it was is a silent prefix (`output-artifact-short`); one that is empty or
+  missing is allowed only where the next model requests that show the call say so
+  (`output-artifact-missing`);
+- the first run after a cut finds the session: no "in use" (`lock-stuck`), no refused log
+  (`log-refused`), no internal error (`internal-error`);
+- after an injected EIO on fsync (or ENOSPC on a write) the run stops with an error naming
+  the failure and a file on the disk (`eio-unclear`, `enospc-unclear`); the disk's power is
+  then cut at once, so anything claimed durable after the failure is checked by the above;
+- the recall index (memory.sqlite3) indexes no record the log does not hold (`recall-stale`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import shutil
+import sqlite3
+import tempfile
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tests.chaos import targets
+from tests.chaos.plan import Cut, Fault
+from tests.chaos.world import read_log
+
+if TYPE_CHECKING:
+    from tests.chaos.drive import Driver
+    from tests.chaos.invoke import Outcome
+
+# What jmp's projection says of an output artifact it could not read (kernel/context/render.py)
+MISSING_MARKERS = ("full output unreadable", "full output artifact is empty")
+PAGE_KINDS = {"tool_output": "tool_finished"}  # a record's kind by its recall pages' kind
+ERRNO_TEXT = {"eio_fsync": "Input/output error", "enospc": "No space left on device"}
+ARTIFACT_FIELDS = {
+    "tool_started": (("request", "request-artifact-missing"),),
+    "tool_finished": (("full_output", "output"), ("artifact", "output")),
+    "compaction": (("checkpoint", "checkpoint-missing"),),
+}
+
+
+class PowerWatch:
+    """The power checks of one iteration, fed by its driver after every invocation."""
+
+    def __init__(self, driver: Driver) -> None:
+        self.driver = driver
+        self.world = driver.world
+        self.figures: Counter[str] = driver.report.figures
+        self.printed: dict[tuple[str, int], dict[str, Any]] = {}
+        self.sessions: set[str] = set()  # whose session record was printed
+        self.runner_torn: set[tuple[str, int]] = set()  # lines the runner itself tore
+        self.reopening = False  # the next invocation is the first after a cut
+        self.outputs: list[tuple[str, str, int, int]] = []  # lost output: call, preview, from
+
+    # --- after every invocation -------------------------------------------------------
+
+    def after(self, out: Outcome, fault: Fault | None) -> list[str]:
+        """Checks of one invocation; a cut (planned, or after an injected EIO) is handled."""
+        found = self._reopened(out) if self.reopening else []
+        self.reopening = False
+        for record in out.lines:
+            sid, seq = record.get("session_id"), record.get("seq")
+            if isinstance(sid, str) and isinstance(seq, int):
+                self.printed.setdefault((sid, seq), record)
+                if record.get("kind") == "session":
+                    self.sessions.add(sid)
+        if out.cut is not None:
+            return found + self._cut(out)
+        if fault is not None and fault.kind in ERRNO_TEXT:
+            found += self._disk_fault(out, fault)
+        return found
+
+    def _reopened(self, out: Outcome) -> list[str]:
+        text = out.stdout + out.stderr
+        found = []
+        if "internal error" in text:
+            found.append(f"internal-error: the first run after a cut: {_tail(out.stderr)}")
+        if "in use by" in text:
+            found.append(f"lock-stuck: the first run after a cut: {_tail(text)}")
+        for refusal in ("malformed", "does not follow", "does not start with its session"):
+            if refusal in text:
+                found.append(f"log-refused: after a cut jmp refuses the log: {_tail(text)}")
+                break
+        return found
+
+    def _disk_fault(self, out: Outcome, fault: Fault) -> list[str]:
+        rules = out.disk.get("rules", [])
+        fired = rules[0]["fired"] if rules and rules[0]["action"] in ("eio", "enospc") else []
+        if not fired:
+            return []
+        self.figures[f"{fault.kind} injected"] += 1
+        path = fired[0]["path"]
+        text = out.stdout + out.stderr
+        named = str(self.world.home) in text
+        stopped = out.code not in (0, None) or out.status not in ("completed", None)
+        found = []
+        if not (stopped and ERRNO_TEXT[fault.kind] in text and named):
+            cls = "eio-unclear" if fault.kind == "eio_fsync" else "enospc-unclear"
+            found.append(
+                f"{cls}: {fired[0]['op']} of {path} failed ({ERRNO_TEXT[fault.kind]}); the run "
+                f"exited {out.code} ({out.status}) saying: {_tail(text)}"
+            )
+        if fault.kind == "eio_fsync":  # the power goes right after: nothing unsynced is kept
+            found += self.cut_now(out, Cut("after-eio", 1, seed=len(self.printed)))
+        return found
+
+    def cut_now(self, out: Outcome, cut: Cut) -> list[str]:
+        """A cut between invocations (the run is over; what is left of it is killed)."""
+        disk = self.world.disk
+        assert disk is not None
+        disk.freeze()
+        for proc in self.driver.census.alive():
+            targets.sigkill(proc.pid)
+        out.before = self.world.session_files()
+        out.lost, out.cut = disk.cut(cut.data, cut.dirs, cut.seed), cut
+        return self._cut(out)
+
+    # --- right after a cut --------------------------------------------------------------
+
+    def _cut(self, out: Outcome) -> list[str]:
+        cut, lost, figures = out.cut, out.lost, self.figures
+        assert cut is not None and self.world.disk is not None
+        figures["cuts"] += 1
+        figures[f"cut phase {cut.phase}"] += 1
+        figures[f"cut data {cut.data}, dirs {cut.dirs}"] += 1
+        figures[f"cut model {self.world.disk.model}"] += 1
+        figures["cut: files reverted or torn"] += len(lost["reverted"]) + len(lost["torn"])
+        figures["cut: directory changes undone"] += len(lost["undone"])
+        self.world.disk.start()  # the power comes back
+        self.reopening = True
+        self.driver.interrupted = set()  # read again from the recovered log below
+        found = []
+        for sid in sorted(self.sessions):
+            log = self.world.home / sid / "events.jsonl"
+            if not read_log(log)[:1]:
+                found.append(
+                    f"session-vanished: session {sid} (its session record was printed) is gone "
+                    f"after the cut at {_where(cut)}; undone: {', '.join(lost['undone'][:6])}"
+                )
+                self.sessions.discard(sid)
+                if self.world.session_id == sid:
+                    self.world.session_id = None  # the user can only start over
+        sid = self.world.session_id
+        if sid is not None:
+            log = self.world.home / sid / "events.jsonl"
+            data = log.read_bytes() if log.exists() else b""
+            if data and not data.endswith(b"\n"):
+                self.driver.cut.append(data[data.rfind(b"\n") + 1 :])  # must be archived
+                figures["cut: torn log tails"] += 1
+            found += self._artifacts(sid, out)
+        return found
+
+    def _artifacts(self, sid: str, out: Outcome) -> list[str]:
+        """Artifacts the recovered log names, against what they held just before the cut."""
+        found = []
+        asked = (len(self.world.jev.requests), len(self.world.flash.requests))
+        for event in read_log(self.world.home / sid / "events.jsonl"):
+            data = event.get("data") or {}
+            for name, cls in ARTIFACT_FIELDS.get(event.get("kind", ""), ()):
+                rel = data.get(name)
+                before = out.before.get(f"{sid}/{rel}") if isinstance(rel, str) else None
+                if before is None:
+                    continue
+                path = self.world.home / sid / rel
+                now = path.read_bytes() if path.is_file() else None
+                if now == before:
+                    continue
+                self.figures["cut: artifacts lost or short"] += 1
+                what = "missing" if now is None else f"{len(now)} of {len(before)} bytes"
+                where = f"{rel} ({event['kind']} seq {event.get('seq')}): {what}"
+                if cls != "output":
+                    found.append(f"{cls}: {where} after the cut at {_where(out.cut)}")
+                elif now and before.startswith(now):
+                    found.append(f"output-artifact-short: {where}, a silent prefix")
+                elif now:
+                    found.append(f"output-artifact-short: {where}, other bytes than before")
+                else:
+                    call = str(data.get("call_id", ""))
+                    self.outputs.append((call, str(data.get("text") or ""), *asked))
+        return found
+
+    # --- at the end ---------------------------------------------------------------------
+
+    def final(self, sid: str | None) -> list[str]:
+        return [*self._printed(), *self._marked(), *self._recall(sid)]
+
+    def _printed(self) -> list[str]:
+        found = []
+        by_session: dict[str, list[int]] = {}
+        for sid, seq in self.printed:
+            by_session.setdefault(sid, []).append(seq)
+        for sid, seqs in sorted(by_session.items()):
+            log = {e.get("seq"): e for e in read_log(self.world.home / sid / "events.jsonl")}
+            if not log:
+                continue  # a vanished session: reported when it vanished
+            reused = []
+            for seq in sorted(seqs):
+                shown = self.printed[(sid, seq)]
+                if seq not in log:
+                    self.figures["printed records lost, seq not reused"] += 1
+                elif log[seq] != shown and (sid, seq) not in self.runner_torn:
+                    reused.append(f"seq {seq} printed as {_brief(shown)} is now {_brief(log[seq])}")
+            if reused:
+                self.figures["printed seqs reused"] += len(reused)
+                found.append(
+                    f"printed-lost-reused: {len(reused)} printed records of session {sid} were "
+                    f"lost and their seq reused: {'; '.join(reused[:3])}"
+                )
+        return found
+
+    def _marked(self) -> list[str]:
+        """A lost or empty output is allowed where the model is told so when it sees the call."""
+        found = []
+        bodies_jev = self.world.jev.requests
+        bodies_flash = self.world.flash.requests
+        for call, preview, jev_from, flash_from in self.outputs:
+            snippet = preview.strip()[:60]
+            if not snippet:
+                continue
+            texts = [
+                text
+                for r in [*bodies_jev[jev_from:], *bodies_flash[flash_from:]]
+                for text in _strings(r.get("body"))
+                if snippet in text
+            ]
+            if not texts:
+                self.figures["lost outputs never shown again"] += 1
+            elif not any(m in t for t in texts for m in MISSING_MARKERS):
+                found.append(
+                    f"output-artifact-missing: the output of call {call} was lost in a cut and "
+                    "the model was shown the call without a word of it"
+                )
+            else:
+                self.figures["lost outputs marked missing"] += 1
+        return found
+
+    def _recall(self, sid: str | None) -> list[str]:
+        """Every page of the recall index belongs to the record the log has at its seq."""
+        if sid is None:
+            return []
+        directory = self.world.home / sid
+        if not (directory / "memory.sqlite3").exists():
+            return []
+        log = {e.get("seq"): e for e in read_log(directory / "events.jsonl")}
+        with tempfile.TemporaryDirectory() as copy:
+            for suffix in ("", "-wal"):
+                source = directory / f"memory.sqlite3{suffix}"
+                if source.exists():
+                    shutil.copyfile(source, Path(copy) / source.name)
+            try:
+                with contextlib.closing(sqlite3.connect(Path(copy) / "memory.sqlite3")) as db:
+                    pages = db.execute("SELECT DISTINCT seq, kind, call_id FROM pages").fetchall()
+            except sqlite3.Error:
+                self.figures["recall index unreadable at the end"] += 1
+                return []
+        stale = []
+        for seq, kind, call_id in sorted(pages):
+            event = log.get(seq)
+            data = (event or {}).get("data") or {}
+            kind = PAGE_KINDS.get(kind, kind)
+            if event is None or event.get("kind") != kind or data.get("call_id", "") != call_id:
+                now = _brief(event) if event else "nothing"
+                stale.append(f"seq {seq} indexed as {kind} {call_id[:8]}, the log has {now}")
+        if not stale:
+            return []
+        self.figures["recall pages stale"] += len(stale)
+        return [f"recall-stale: the recall index outlived the log: {'; '.join(stale[:3])}"]
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _brief(event: dict[str, Any]) -> str:
+    data = event.get("data") or {}
+    detail = data.get("status") or data.get("cause") or data.get("tool") or ""
+    return f"{event.get('kind')} {detail}".strip()
+
+
+def _where(cut: Cut | None) -> str:
+    if cut is None:
+        return "?"
+    what = {"event": cut.kind, "fs": f"{cut.kind} {cut.pattern} {cut.timing}"}.get(cut.phase, "")
+    return f"{cut.phase} {what} #{cut.nth} ({cut.data}/{cut.dirs})".replace("  ", " ")
+
+
+def _tail(text: str) -> str:
+    lines = [line for line in text.strip().splitlines() if line.strip()]
+    return json.dumps(lines[-1][:300] if lines else "")
