@@ -4,7 +4,6 @@ only what issue 21 lists (until its item 3 lands)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -16,7 +15,7 @@ import pytest
 
 from tests.chaos import check
 from tests.chaos.__main__ import campaign, reproduce, table
-from tests.chaos.plan import LOG, PHASES, Cut, make_plan
+from tests.chaos.plan import LOG, PHASES, Cut, IterationPlan, aimed, make_plan, parse_cut
 from tests.chaos.powercut.control import available
 from tests.chaos.targets import TARGETS, WORKERS
 
@@ -86,6 +85,11 @@ def test_the_report_names_the_command_that_reproduces_an_iteration() -> None:
         "python -m tests.chaos --seed 5 --first 9 --iterations 1 --keep --jmp 'jmp --x'"
     )
     assert reproduce(5, 9, None, power=True).endswith("--keep --power only")
+    aim = "phase=event,kind=user,nth=2"
+    assert reproduce(5, 9, None, power=True, model="name", aim=aim).endswith(
+        f"--power only --model name --aim {aim}"
+    )
+    assert parse_cut(aim + ",seed=3") == Cut("event", 2, kind="user", seed=3)
     shown = table(Counter(kills=3, cuts=2, **{"violations: recall-stale": 1}), 60.0)
     assert "wall time" in shown and "cuts per minute           2.0" in shown
     assert shown.index("violations: recall-stale") > shown.index("cuts")
@@ -146,12 +150,11 @@ class KnownViolations(Exception):
     """The campaign found only violations of the classes issue 21 lists."""
 
 
-def _aimed(index: int, model: str) -> object:
+def _aimed(index: int, model: str) -> IterationPlan:
     """A short power iteration cut right after its first tool_finished was written (and
     printed), before any fsync: everything unsynced lost."""
-    base = make_plan(59, index, short=True)
     cut = Cut("fs", 1, "write", LOG, '"kind":"tool_finished"', "after", seed=index)
-    return dataclasses.replace(base, kills=[cut], faults=[None] * 8, power=model)
+    return aimed(make_plan(59, index, short=True), cut, model)
 
 
 POWER = available()

@@ -4,12 +4,15 @@ Runs N iterations (plans seed:first .. seed:first+N-1), prints the table of figu
 each violation, the kept directory and the command that reproduces it. Exit 1 on violations.
 `--power mix` makes every odd iteration a power iteration (its sessions directory on a lossy
 FUSE disk, power cuts among its kills), `--power only` every iteration; where FUSE cannot run
-it says why and exits 2.
+it says why and exits 2. `--model M` fixes the disk's model; `--aim SPEC` gives every power
+iteration one cut at one point and nothing else (`phase=event,kind=user,nth=2,data=lose`:
+plan.Cut's fields), a reproducer that does not depend on timing.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import signal
 import sys
@@ -20,8 +23,9 @@ from pathlib import Path
 
 from tests.chaos.drive import IterationReport, run_iteration
 from tests.chaos.invoke import jmp_command
-from tests.chaos.plan import IterationPlan, make_plan
+from tests.chaos.plan import IterationPlan, aimed, make_plan, parse_cut
 from tests.chaos.powercut.control import available
+from tests.chaos.powercut.model import MODELS
 from tests.chaos.targets import stop_pool
 
 POWER_MODES = ("off", "mix", "only")
@@ -45,12 +49,14 @@ def campaign(
     warm: Path | None = None,
     power: str = "off",
     plans: list[IterationPlan] | None = None,
+    model: str | None = None,
+    aim: str | None = None,
 ) -> tuple[Counter[str], list[IterationReport], float]:
     """Run the iterations in order; returns the summed figures, the reports and wall time.
     `warm`: a pool directory the caller owns (the suite's, already preloaded), else the
     campaign's own (`base/warm`, stopped at the end); a kill of the pool hits it either way.
-    `power`: off, mix or only (see the module docstring). `plans`: these instead of the seed's
-    (a test aims its cuts)."""
+    `power`: off, mix or only, `model` and `aim` (see the module docstring). `plans`: these
+    instead of the seed's (a test aims its cuts)."""
     command = jmp_command(jmp)
     base = base or Path(tempfile.mkdtemp(prefix="jmp-chaos-", dir="/tmp"))
     base.mkdir(parents=True, exist_ok=True)
@@ -62,6 +68,8 @@ def campaign(
             make_plan(seed, i, short=short, power=is_power(power, i))
             for i in range(first, first + iterations)
         ]
+        if model or aim:
+            todo = [_aim(plan, model, aim) if plan.power else plan for plan in todo]
         for plan in todo:
             if minutes is not None and time.monotonic() - started > minutes * 60:
                 break  # the time budget is spent: no new iteration starts
@@ -87,6 +95,12 @@ def campaign(
     return totals, reports, time.monotonic() - started
 
 
+def _aim(plan: IterationPlan, model: str | None, aim: str | None) -> IterationPlan:
+    if aim:
+        return aimed(plan, parse_cut(aim), model)
+    return dataclasses.replace(plan, power=model)
+
+
 def table(totals: Counter[str], wall: float) -> str:
     """The figures, one per line, aligned; violations by class after them; rates and wall
     time last."""
@@ -107,9 +121,17 @@ def table(totals: Counter[str], wall: float) -> str:
 
 
 def reproduce(
-    seed: int, index: int, jmp: str | None, short: bool = False, power: bool = False
+    seed: int,
+    index: int,
+    jmp: str | None,
+    short: bool = False,
+    power: bool = False,
+    model: str | None = None,
+    aim: str | None = None,
 ) -> str:
     extra = (" --short" if short else "") + (" --power only" if power else "")
+    extra += f" --model {model}" if model and power else ""
+    extra += f" --aim {shlex.quote(aim)}" if aim and power else ""
     extra += f" --jmp {shlex.quote(jmp)}" if jmp else ""
     return f"python -m tests.chaos --seed {seed} --first {index} --iterations 1 --keep{extra}"
 
@@ -125,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--short", action="store_true", help="one request, at most two kills")
     parser.add_argument("--minutes", type=float, default=None, help="start no iteration after")
     parser.add_argument("--power", choices=POWER_MODES, default="off", help="power iterations")
+    parser.add_argument("--model", choices=MODELS, default=None, help="the disk's model")
+    parser.add_argument("--aim", default=None, help="one cut, at one point (plan.Cut fields)")
     options = parser.parse_args(argv)
     reason = available() if options.power != "off" else None
     if reason is not None:
@@ -142,6 +166,8 @@ def main(argv: list[str] | None = None) -> int:
         short=options.short,
         minutes=options.minutes,
         power=options.power,
+        model=options.model,
+        aim=options.aim,
     )
     print(table(totals, wall))
     for report in reports:
@@ -149,8 +175,15 @@ def main(argv: list[str] | None = None) -> int:
             print(f"VIOLATION iteration {report.plan.index}: {violation}")
         if report.violations:
             print(f"  kept: {report.root}")
+            power = bool(report.plan.power)
             again = reproduce(
-                options.seed, report.plan.index, options.jmp, options.short, bool(report.plan.power)
+                options.seed,
+                report.plan.index,
+                options.jmp,
+                options.short,
+                power,
+                options.model,
+                options.aim,
             )
             print(f"  reproduce: {again}")
     return 1 if totals["violations"] else 0

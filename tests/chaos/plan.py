@@ -9,6 +9,7 @@ kills, and may start an invocation with EIO on an fsync or ENOSPC on a write.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 from dataclasses import dataclass, field
 from typing import Any
@@ -221,6 +222,26 @@ def _power(plan: IterationPlan, short: bool) -> IterationPlan:
         plan.warm,
         power=model,
     )
+
+
+def aimed(plan: IterationPlan, cut: Cut, model: str | None = None) -> IterationPlan:
+    """`plan` as a power iteration with this one cut and no other kill or fault: a cut aimed
+    at one point (a reproducer, or a test)."""
+    return dataclasses.replace(
+        plan, kills=[cut], faults=[None] * len(plan.faults), power=model or plan.power or "strict"
+    )
+
+
+def parse_cut(spec: str) -> Cut:
+    """`phase=fs,nth=1,kind=write,pattern=...,contains=...,timing=after,data=lose` -> Cut."""
+    fields: dict[str, Any] = dict(part.split("=", 1) for part in spec.split(",") if part)
+    for name in ("nth", "chunk", "seed"):
+        if name in fields:
+            fields[name] = int(fields[name])
+    if "delay" in fields:
+        fields["delay"] = float(fields["delay"])
+    fields.setdefault("nth", 1)
+    return Cut(**fields)
 
 
 def _cut(rng: random.Random) -> Cut:

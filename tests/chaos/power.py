@@ -270,7 +270,8 @@ class PowerWatch:
             kind = PAGE_KINDS.get(kind, kind)
             if event is None or event.get("kind") != kind or data.get("call_id", "") != call_id:
                 now = _brief(event) if event else "nothing"
-                stale.append(f"seq {seq} indexed as {kind} {call_id[:8]}, the log has {now}")
+                line = f"seq {seq} indexed as {kind} {call_id[:8]}, the log has {now}"
+                stale += [line] if line not in stale else []
         if not stale:
             return []
         self.figures["recall pages stale"] += len(stale)
