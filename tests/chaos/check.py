@@ -5,12 +5,19 @@ Each check returns violations (one line each) and adds to the iteration's figure
 
 from __future__ import annotations
 
+import contextlib
 import json
+import shutil
+import sqlite3
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from tests.chaos.plan import IterationPlan
+from tests.chaos.world import read_log
+
+PAGE_KINDS = {"tool_output": "tool_finished"}  # a record's kind by its recall pages' kind
 
 
 def strict_log(path: Path) -> tuple[list[dict[str, Any]], list[str]]:
@@ -168,3 +175,74 @@ def torn_archives(log: Path, cut: list[bytes], events: list[dict[str, Any]]) -> 
     if said < len(archives):
         problems.append(f"{len(archives)} torn tails archived, {said} error events say so")
     return problems
+
+
+def printed_kept(
+    printed: dict[tuple[str, int], dict[str, Any]],
+    torn: set[tuple[str, int]],
+    home: Path,
+    figures: Counter[str],
+) -> list[str]:
+    """Every record printed (by session and seq) is in its session's log unchanged, or its seq
+    was never used again; `torn`: lines the runner tore itself (left out)."""
+    found = []
+    by_session: dict[str, list[int]] = {}
+    for sid, seq in printed:
+        by_session.setdefault(sid, []).append(seq)
+    for sid, seqs in sorted(by_session.items()):
+        log = {e.get("seq"): e for e in read_log(home / sid / "events.jsonl")}
+        if not log:
+            continue  # a vanished session: reported when it vanished
+        reused = []
+        for seq in sorted(seqs):
+            shown = printed[(sid, seq)]
+            if seq not in log:
+                figures["printed records lost, seq not reused"] += 1
+            elif log[seq] != shown and (sid, seq) not in torn:
+                reused.append(f"seq {seq} printed as {brief(shown)} is now {brief(log[seq])}")
+        if reused:
+            figures["printed seqs reused"] += len(reused)
+            found.append(
+                f"printed-lost-reused: {len(reused)} printed records of session {sid} were "
+                f"lost and their seq reused: {'; '.join(reused[:3])}"
+            )
+    return found
+
+
+def recall_matches(directory: Path, figures: Counter[str]) -> list[str]:
+    """Every page of the recall index (memory.sqlite3, read from a copy) belongs to the record
+    the log has at its seq; an index that cannot be read is counted, not a violation."""
+    if not (directory / "memory.sqlite3").exists():
+        return []
+    log = {e.get("seq"): e for e in read_log(directory / "events.jsonl")}
+    with tempfile.TemporaryDirectory() as copy:
+        for suffix in ("", "-wal"):
+            source = directory / f"memory.sqlite3{suffix}"
+            if source.exists():
+                shutil.copyfile(source, Path(copy) / source.name)
+        try:
+            with contextlib.closing(sqlite3.connect(Path(copy) / "memory.sqlite3")) as db:
+                pages = db.execute("SELECT DISTINCT seq, kind, call_id FROM pages").fetchall()
+        except sqlite3.Error:
+            figures["recall index unreadable at the end"] += 1
+            return []
+    stale: list[str] = []
+    for seq, kind, call_id in sorted(pages):
+        event = log.get(seq)
+        data = (event or {}).get("data") or {}
+        kind = PAGE_KINDS.get(kind, kind)
+        if event is None or event.get("kind") != kind or data.get("call_id", "") != call_id:
+            now = brief(event) if event else "nothing"
+            line = f"seq {seq} indexed as {kind} {call_id[:8]}, the log has {now}"
+            stale += [line] if line not in stale else []
+    if not stale:
+        return []
+    figures["recall pages stale"] += len(stale)
+    return [f"recall-stale: the recall index outlived the log: {'; '.join(stale[:3])}"]
+
+
+def brief(event: dict[str, Any]) -> str:
+    """A record in a few words: its kind and status, cause or tool."""
+    data = event.get("data") or {}
+    detail = data.get("status") or data.get("cause") or data.get("tool") or ""
+    return f"{event.get('kind')} {detail}".strip()

@@ -5,7 +5,7 @@ Triggers: `route` (the nth Jev request arrives; the kill lands before it is answ
 the command or MCP call is running), `between` (the nth persisted record was printed). A power
 cut (`Cut`) may also land right after the nth printed record of a kind (`event`), at the nth
 operation of the disk on a matching path (`fs`: the disk freezes itself there), or at a random
-moment; it freezes the disk, kills every process of the run, and cuts (power.py).
+moment; it freezes the disk, kills every process of the run, and cuts (cutting.py).
 """
 
 from __future__ import annotations
@@ -26,13 +26,12 @@ from typing import Any
 import psutil
 
 from tests.chaos import targets
-from tests.chaos.plan import DISK_FAULTS, KEPT_FILES, Cut, Fault, Kill
-from tests.chaos.powercut.control import LossyDisk
+from tests.chaos.cutting import CutLanding
+from tests.chaos.plan import Cut, Fault, Kill
 from tests.chaos.world import World
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 INVOCATION_TIMEOUT_S = 180.0
-PRINT_WAIT_S = 2.0  # an fs cut after a record's write waits this long for it to be printed
 
 
 def jmp_command(spec: str | None) -> list[str]:
@@ -75,7 +74,7 @@ class Outcome:
         return (self.result or {}).get("status")
 
 
-class Invocation:
+class Invocation(CutLanding):
     """Start jmp, arm the kills' triggers in turn, wait for the end (a hang is killed).
 
     `kills` is the iteration's queue: each delivered or missed kill is popped, and the next one
@@ -136,81 +135,6 @@ class Invocation:
                 return
             self.out.kills.append(Delivered(kill.target, kill.phase, pid, kill.tear))
             self._stopped = kill.target == "kernel"
-
-    def _cut(self, cut: Cut) -> None:
-        """The power cut: freeze the disk, kill every process of the run, take the disk's
-        image. (A process blocked on the frozen disk dies only once the cut answers it.)"""
-        proc, disk = self._proc, self.world.disk
-        with self._lock:
-            if proc is None or disk is None or self.kill is not cut:
-                return
-            self.queue.pop(0)
-            self.seen[0], self._stream, self._stopped = 0, None, True
-            self._cutting.set()
-        try:
-            self._power_off(cut, proc, disk)
-        finally:
-            self._cut_done.set()
-
-    def _power_off(self, cut: Cut, proc: subprocess.Popen[str], disk: LossyDisk) -> None:
-        if cut.phase == "fs" and cut.contains and cut.kind == "write":
-            self._await_print(cut.contains)
-        disk.freeze()
-        if self.census is not None:
-            self.census.sample(proc.pid)
-        targets.kill_run(proc.pid, self.census)
-        self.out.before = self.world.session_files()
-        self.out.lost = disk.cut(cut.data, cut.dirs, cut.seed)
-        self.out.cut = cut
-
-    def _await_print(self, contains: str) -> None:
-        """The record whose write froze the disk is printed next: wait for it (or a while)."""
-        deadline = time.monotonic() + PRINT_WAIT_S
-        while time.monotonic() < deadline and not self._done.is_set():
-            with self._lock:
-                if any(contains in json.dumps(r, separators=(",", ":")) for r in self._since):
-                    return
-            time.sleep(0.005)
-
-    def _watch_disk(self) -> None:
-        """fs cuts: the disk froze itself at the planned operation; random cuts: a timer."""
-        disk = self.world.disk
-        started = time.monotonic()
-        while disk is not None and not self._done.is_set():
-            armed = self.kill
-            if isinstance(armed, Cut) and armed.phase == "random":
-                if time.monotonic() - started >= armed.delay:
-                    self._fire(armed)
-                    return
-                self._done.wait(0.02)
-            elif isinstance(armed, Cut) and armed.phase == "fs":
-                if disk.wait(0.2) is not None and self.kill is armed:
-                    self._fire(armed)
-                    return
-            else:
-                self._done.wait(0.05)
-
-    def _rules(self) -> list[dict[str, Any]]:
-        """What the disk is armed with for this invocation: the fault, the armed fs cut."""
-        rules: list[dict[str, Any]] = []
-        fault = self.fault
-        if fault and fault.kind in DISK_FAULTS:
-            op, action = ("fsync", "eio") if fault.kind == "eio_fsync" else ("write", "enospc")
-            rules.append(
-                {"op": op, "pattern": KEPT_FILES, "nth": int(fault.value), "action": action}
-            )
-        armed = self.kill
-        if isinstance(armed, Cut) and armed.phase == "fs":
-            rules.append(
-                {
-                    "op": armed.kind,
-                    "pattern": armed.pattern,
-                    "contains": armed.contains,
-                    "nth": armed.nth,
-                    "action": f"freeze-{armed.timing}",
-                }
-            )
-        return rules
 
     def _occurrence(self, phase: str) -> Kill | Cut | None:
         """Count one occurrence of `phase`; the armed kill when this is its moment."""
@@ -340,9 +264,13 @@ class Invocation:
         world.clear_faults()
         if world.disk is not None and self.out.cut is None:
             self.out.disk = world.disk.status()
-            armed = self.kill
-            if self.out.disk["state"] == "frozen" and isinstance(armed, Cut):
-                self._cut(armed)  # the disk froze as the run was ending: the cut is still due
+            if self.out.disk["state"] == "frozen":  # it froze as the run ended: cut it now
+                armed = self.queue[0] if self.queue else None
+                self._stopped = False
+                if isinstance(armed, Cut):
+                    self._cut(armed)
+                else:
+                    world.disk.call("thaw")
         self.out.seconds = time.monotonic() - started
         return self.out
 

@@ -21,16 +21,11 @@ recall check reads the cache's documented file with sqlite3, and skips when it c
 
 from __future__ import annotations
 
-import contextlib
 import json
-import shutil
-import sqlite3
-import tempfile
 from collections import Counter
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tests.chaos import targets
+from tests.chaos import check, targets
 from tests.chaos.plan import Cut, Fault
 from tests.chaos.world import read_log
 
@@ -40,7 +35,6 @@ if TYPE_CHECKING:
 
 # What jmp's projection says of an output artifact it could not read (kernel/context/render.py)
 MISSING_MARKERS = ("full output unreadable", "full output artifact is empty")
-PAGE_KINDS = {"tool_output": "tool_finished"}  # a record's kind by its recall pages' kind
 ERRNO_TEXT = {"eio_fsync": "Input/output error", "enospc": "No space left on device"}
 ARTIFACT_FIELDS = {
     "tool_started": (("request", "request-artifact-missing"),),
@@ -192,31 +186,10 @@ class PowerWatch:
     # --- at the end ---------------------------------------------------------------------
 
     def final(self, sid: str | None) -> list[str]:
-        return [*self._printed(), *self._marked(), *self._recall(sid)]
-
-    def _printed(self) -> list[str]:
-        found = []
-        by_session: dict[str, list[int]] = {}
-        for sid, seq in self.printed:
-            by_session.setdefault(sid, []).append(seq)
-        for sid, seqs in sorted(by_session.items()):
-            log = {e.get("seq"): e for e in read_log(self.world.home / sid / "events.jsonl")}
-            if not log:
-                continue  # a vanished session: reported when it vanished
-            reused = []
-            for seq in sorted(seqs):
-                shown = self.printed[(sid, seq)]
-                if seq not in log:
-                    self.figures["printed records lost, seq not reused"] += 1
-                elif log[seq] != shown and (sid, seq) not in self.runner_torn:
-                    reused.append(f"seq {seq} printed as {_brief(shown)} is now {_brief(log[seq])}")
-            if reused:
-                self.figures["printed seqs reused"] += len(reused)
-                found.append(
-                    f"printed-lost-reused: {len(reused)} printed records of session {sid} were "
-                    f"lost and their seq reused: {'; '.join(reused[:3])}"
-                )
-        return found
+        home, figures = self.world.home, self.figures
+        found = check.printed_kept(self.printed, self.runner_torn, home, figures)
+        found += self._marked()
+        return found + (check.recall_matches(home / sid, figures) if sid else [])
 
     def _marked(self) -> list[str]:
         """A lost or empty output is allowed where the model is told so when it sees the call."""
@@ -244,39 +217,6 @@ class PowerWatch:
                 self.figures["lost outputs marked missing"] += 1
         return found
 
-    def _recall(self, sid: str | None) -> list[str]:
-        """Every page of the recall index belongs to the record the log has at its seq."""
-        if sid is None:
-            return []
-        directory = self.world.home / sid
-        if not (directory / "memory.sqlite3").exists():
-            return []
-        log = {e.get("seq"): e for e in read_log(directory / "events.jsonl")}
-        with tempfile.TemporaryDirectory() as copy:
-            for suffix in ("", "-wal"):
-                source = directory / f"memory.sqlite3{suffix}"
-                if source.exists():
-                    shutil.copyfile(source, Path(copy) / source.name)
-            try:
-                with contextlib.closing(sqlite3.connect(Path(copy) / "memory.sqlite3")) as db:
-                    pages = db.execute("SELECT DISTINCT seq, kind, call_id FROM pages").fetchall()
-            except sqlite3.Error:
-                self.figures["recall index unreadable at the end"] += 1
-                return []
-        stale = []
-        for seq, kind, call_id in sorted(pages):
-            event = log.get(seq)
-            data = (event or {}).get("data") or {}
-            kind = PAGE_KINDS.get(kind, kind)
-            if event is None or event.get("kind") != kind or data.get("call_id", "") != call_id:
-                now = _brief(event) if event else "nothing"
-                line = f"seq {seq} indexed as {kind} {call_id[:8]}, the log has {now}"
-                stale += [line] if line not in stale else []
-        if not stale:
-            return []
-        self.figures["recall pages stale"] += len(stale)
-        return [f"recall-stale: the recall index outlived the log: {'; '.join(stale[:3])}"]
-
 
 def _strings(value: Any) -> list[str]:
     if isinstance(value, str):
@@ -286,12 +226,6 @@ def _strings(value: Any) -> list[str]:
     if isinstance(value, list):
         return [s for v in value for s in _strings(v)]
     return []
-
-
-def _brief(event: dict[str, Any]) -> str:
-    data = event.get("data") or {}
-    detail = data.get("status") or data.get("cause") or data.get("tool") or ""
-    return f"{event.get('kind')} {detail}".strip()
 
 
 def _where(cut: Cut | None) -> str:
