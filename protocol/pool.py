@@ -1,16 +1,23 @@
-"""Kernel <-> warm pool messages and the code fingerprint both sides compare.
+"""Kernel <-> warm pool messages, the code fingerprint and the confinement view both sides compare.
 
 One unix-socket connection per spawn. Frames are a 4-byte big-endian length and a msgpack
-`PoolFrame`; the kernel's `Spawn` carries two file descriptors (the worker's stdout and stderr,
-SCM_RIGHTS) in the same sendmsg, and a third, the worker's stdin, when `stdin` says so (the
-read end of a pipe the kernel writes secrets into: the pool never sees those bytes). The pool
-answers `Spawned` or `Refused`, later `Exited`; the kernel's `Release` (or closing the
-connection) lets the pool reap the dead worker. No model
-request, prompt or session ever crosses this socket.
+`PoolFrame`; the kernel's `Spawn` carries file descriptors (SCM_RIGHTS) in the same sendmsg:
+the worker's stdout and stderr, the read end of a pipe holding the worker's environment, the
+worker's stdin when `stdin` says so (a pipe the kernel writes the MCP config into), then one
+descriptor per namespace named in `namespaces`. The pool never reads either pipe: a kernel's
+environment (its keys among it) and its MCP secrets are decoded only in the forked worker,
+never in the pool's heap, which every later fork inherits. The pool answers `Spawned` or
+`Refused`, later `Exited`; the kernel's `Release` (or closing the connection) lets the pool
+reap the dead worker. No model request, prompt or session ever crosses this socket.
 
 `code_fingerprint()` reads file metadata only (no contents): the interpreter, every site
 directory's mtime (a pip install or upgrade changes it) and every .py file of our packages
 (path, size, mtime). Kernel and pool compute it the same way; a difference means other code.
+
+`confinement()` and `namespaces()` read what a process's children inherit and cannot shed
+(credentials, capability sets, no_new_privs, seccomp, LSM label, namespaces): a pool serves
+only kernels whose view equals its own, and lives in a directory named after it (`view_key`),
+so differently confined kernels each find their own pool.
 """
 
 from __future__ import annotations
@@ -23,12 +30,17 @@ from typing import Literal
 
 import msgspec
 
-POOL_VERSION = 1
+POOL_VERSION = 2
 MAX_FRAME = 1 << 20  # an environment is kilobytes; anything larger is an attack or a bug
 ROOT = Path(__file__).resolve().parents[1]
 CODE_PACKAGES = ("protocol", "workers", "jev_harness", "kernel")
 
-RefuseCode = Literal["stale", "bad_request", "unsupported_version", "fork_failed", "busy"]
+RefuseCode = Literal[
+    "stale", "bad_request", "unsupported_version", "fork_failed", "busy", "confined", "module"
+]
+# What a pool forks: jmp's own worker kinds, nothing else (a fork inherits the pool's heap).
+WORKER_MODULES = ("workers.router", "workers.generator", "workers.tool", "workers.harness")
+MAX_ENV_BYTES = 1 << 20  # a worker's environment, on its pipe
 
 
 class PoolMsg(
@@ -43,19 +55,21 @@ class PoolMsg(
 
 
 class Spawn(PoolMsg, frozen=True):
-    """Fork a fresh worker running `python -m module *argv` with exactly this env and cwd.
+    """Fork a fresh worker running `python -m module *argv` in `cwd`.
 
-    `fingerprint` is the kernel's code_fingerprint(); the pool refuses another. Two fds ride
-    along: they become the worker's stdout and stderr; with `stdin` a third becomes its stdin
-    (else /dev/null). `env` holds keys: never logged.
+    `fingerprint` is the kernel's code_fingerprint(); the pool refuses another. The fds that
+    ride along, in order: the worker's stdout and stderr; the read end of a pipe holding its
+    environment (`encode_env`, read by the worker only); with `stdin` its stdin (else
+    /dev/null); then one fd of the kernel's own namespace for each name in `namespaces`
+    (opened on /proc/self/ns/NAME), which the pool compares with its own.
     """
 
     fingerprint: str
     module: str
     argv: list[str]
-    env: dict[str, str]
     cwd: str
     stdin: bool = False
+    namespaces: list[str] = []
 
 
 class Spawned(PoolMsg, frozen=True):
@@ -73,7 +87,9 @@ class Exited(PoolMsg, frozen=True):
 
 
 class Refused(PoolMsg, frozen=True):
-    """Nothing was spawned. `stale`: the pool runs other code (pool_pid: replace it)."""
+    """Nothing was spawned. `stale`: the pool runs other code (pool_pid: replace it);
+    `confined`: the kernel's confinement differs from the pool's, or a forked worker could not
+    take on the kernel's limits, umask, priority, CPU set or cgroup; `module`: not a jmp worker."""
 
     code: RefuseCode
     detail: str
@@ -94,6 +110,7 @@ class Stop(PoolMsg, frozen=True):
 
 class State(PoolMsg, frozen=True):
     pid: int
+    view: str
     fingerprint: str
     workers: int
     idle_timeout_s: float
@@ -164,13 +181,104 @@ def _stamp(path: str) -> str:
     return f"{st.st_size}:{st.st_mtime_ns}"
 
 
+_env_encoder = msgspec.msgpack.Encoder()
+_env_decoder = msgspec.msgpack.Decoder(dict[str, str])
+
+
+def encode_env(env: dict[str, str]) -> bytes:
+    """A worker's environment as the bytes the kernel writes to its environment pipe."""
+    return _env_encoder.encode(env)
+
+
+def decode_env(data: bytes) -> dict[str, str]:
+    """The environment read from the pipe (in the forked worker, never in the pool)."""
+    return _env_decoder.decode(data)
+
+
+# /proc/PID/status lines a child inherits and can never widen again: a worker forked by a pool
+# with other values would run with the pool's privileges instead of its kernel's.
+CONFINEMENT_FIELDS = (
+    "Uid",
+    "Gid",
+    "Groups",
+    "CapInh",
+    "CapPrm",
+    "CapEff",
+    "CapBnd",
+    "CapAmb",
+    "NoNewPrivs",
+    "Seccomp",
+    "Seccomp_filters",
+)
+# The namespaces a child lands in: a process's own, but pid and time children get the
+# *_for_children ones (equal to its own unless it unshared them).
+NAMESPACES = ("cgroup", "ipc", "mnt", "net", "pid_for_children", "time_for_children", "user", "uts")
+
+
+def confinement(pid: int | str = "self") -> dict[str, str]:
+    """The credentials and confinement of process `pid` that its children inherit: the
+    `CONFINEMENT_FIELDS` of /proc/PID/status (readable for any process of ours, dumpable or
+    not) and its LSM label. A missing field reads "-". Raises OSError when `pid` is gone."""
+    view = dict.fromkeys(CONFINEMENT_FIELDS, "-")
+    with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in view:
+                view[name] = " ".join(value.split())
+    try:
+        with open(f"/proc/{pid}/attr/current", "rb") as label:
+            view["lsm"] = label.read().rstrip(b"\0\n").decode("utf-8", "replace") or "-"
+    except OSError:  # no LSM that keeps labels (EINVAL), or none readable
+        view["lsm"] = "-"
+    return view
+
+
+def namespaces(pid: int | str = "self") -> dict[str, str]:
+    """The `NAMESPACES` of process `pid` that exist here, as their link text (`net:[4026...]`).
+    Reading another process's needs ptrace access (a non-dumpable one refuses its own user):
+    raises PermissionError then."""
+    found = {}
+    for name in NAMESPACES:
+        try:
+            found[name] = os.readlink(f"/proc/{pid}/ns/{name}")
+        except FileNotFoundError:  # a namespace type this kernel does not have
+            continue
+    return found
+
+
+def view_key(view: dict[str, str], spaces: dict[str, str]) -> str:
+    """A short name for a confinement view: the pool serving it lives in DIR/KEY."""
+    try:
+        from _sha2 import sha256
+    except ImportError:
+        from hashlib import sha256
+    text = "\0".join(f"{k}={v}" for k, v in sorted({**view, **spaces}.items()))
+    return "v" + str(sha256(text.encode()).hexdigest())[:15]
+
+
+_own_key: str | None = None
+
+
+def own_view_key() -> str:
+    """This process's `view_key` (computed once: a process keeps its confinement)."""
+    global _own_key
+    if _own_key is None:
+        _own_key = view_key(confinement(), namespaces())
+    return _own_key
+
+
+def view_dir(directory: Path, key: str) -> Path:
+    """Where the pool of one view keeps pool.sock, pool.lock, pool.pid and pool.log."""
+    return directory / key
+
+
 DEFAULT_IDLE_S = 600.0
 TITLE = "jmp-warm-pool"
 
 
 def pool_dir(env: dict[str, str] | os._Environ[str], uid: int) -> Path:
     """The per-user runtime directory: JMP_WARM_DIR, else $XDG_RUNTIME_DIR/jmp-warm, else
-    /tmp/jmp-warm-UID. Short, so the socket path fits in sun_path."""
+    /tmp/jmp-warm-UID. Short, so the socket path (in a `view_dir` of it) fits in sun_path."""
     if env.get("JMP_WARM_DIR"):
         return Path(env["JMP_WARM_DIR"])
     if env.get("XDG_RUNTIME_DIR"):
@@ -187,8 +295,11 @@ def idle_timeout(env: dict[str, str] | os._Environ[str]) -> float:
     return value if value > 0 else DEFAULT_IDLE_S
 
 
-def serve_argv(python: str, directory: Path, idle_s: float, preload: str = "all") -> list[str]:
-    """The pool's command line; the padding leaves room to retitle forked workers in `ps`."""
+def serve_argv(
+    python: str, directory: Path, idle_s: float, preload: str = "all", also: tuple[str, ...] = ()
+) -> list[str]:
+    """The pool's command line; the padding leaves room to retitle forked workers in `ps`.
+    `also`: modules to fork besides jmp's workers (the tests' fake worker)."""
     pad = "--pad=" + "-" * 3000
     return [
         python,
@@ -198,6 +309,7 @@ def serve_argv(python: str, directory: Path, idle_s: float, preload: str = "all"
         str(directory),
         f"--idle={idle_s:g}",
         f"--preload={preload}",
+        *(f"--also-fork={module}" for module in also),
         pad,
     ]
 

@@ -103,7 +103,7 @@ def test_a_killed_runs_pool_dir_is_removed_at_the_next_start_unless_a_pool_serve
     try:
         pool = PoolProc(left, preload="none")  # a pool launched there outlives the killed run
         try:
-            assert left.name not in clean_pool_dirs() and (left / "pool.sock").exists()
+            assert left.name not in clean_pool_dirs() and pool.sock.exists()
         finally:
             pool.kill()
         made.append(make_pool_dir())  # the next start

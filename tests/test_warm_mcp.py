@@ -35,7 +35,7 @@ def test_a_tool_worker_with_mcp_servers_is_forked_and_its_mcp_calls_work(
     (short_tmp / "ws").mkdir()
     monkeypatch.setenv("JMP_WARM", "1")
     pool_pid = suite_pool(warm_pool_of_this_session)
-    log_path = warm_pool_of_this_session / "pool.log"
+    log_path = P.view_dir(warm_pool_of_this_session, P.own_view_key()) / "pool.log"
     log_before = log_path.read_text() if log_path.exists() else ""
     tools = Tools(short_tmp / "ws", short_tmp / "terminal", load_servers(short_tmp / "mcp.json"))
     try:
@@ -62,16 +62,15 @@ def test_a_tool_worker_with_mcp_servers_is_forked_and_its_mcp_calls_work(
     assert SECRET not in log and "mcpServers" not in log
 
 
-@pytest.mark.parametrize(("stdin", "sent"), [(True, 2), (False, 3)])
+@pytest.mark.parametrize(("stdin", "sent"), [(True, 3), (False, 4)])
 def test_a_spawn_whose_fds_do_not_match_its_stdin_flag_is_refused(stdin: bool, sent: int) -> None:
     with private_pool() as pool, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(30)
-        sock.connect(str(pool.dir / "pool.sock"))
+        sock.connect(str(pool.sock))
         request = P.Spawn(
             fingerprint=P.code_fingerprint(),
             module="tests.fakes.worker",
             argv=["ipc:///nowhere"],
-            env={},
             cwd="/",
             stdin=stdin,
         )

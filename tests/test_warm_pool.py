@@ -211,13 +211,15 @@ def test_another_users_connection_is_refused(
 
 
 def test_the_wire_format_is_versioned_and_bounded() -> None:
-    frame = P.encode(P.Spawn(fingerprint="f", module="m", argv=[], env={"K": "v"}, cwd="/"))
+    frame = P.encode(P.Spawn(fingerprint="f", module="m", argv=[], cwd="/"))
     assert isinstance(P.decode(frame[4:]), P.Spawn)
     other = msgspec.msgpack.encode({"v": 99, "body": {"kind": "pool_status"}})
     with pytest.raises(P.PoolVersionError):
         P.decode(other)
     with pytest.raises(msgspec.ValidationError):
-        P.decode(msgspec.msgpack.encode({"v": 1, "body": {"kind": "pool_spawn", "x": 1}}))
+        P.decode(
+            msgspec.msgpack.encode({"v": P.POOL_VERSION, "body": {"kind": "pool_spawn", "x": 1}})
+        )
 
 
 def test_the_pool_dir_must_be_private(tmp_path: Path) -> None:
@@ -274,7 +276,7 @@ def test_an_idle_pool_exits_by_itself(tmp_path: Path) -> None:
     pool = PoolProc(tmp_path / "pool", idle_s=1)
     try:
         assert pool.proc.wait(60) == 0
-        assert not (tmp_path / "pool" / "pool.sock").exists()
+        assert not pool.sock.exists()
         assert "idle timeout" in pool.log()
     finally:
         pool.kill()

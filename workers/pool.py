@@ -4,17 +4,24 @@ fresh worker per kernel request.
     python -m workers.pool start | stop | status     (JMP_WARM_DIR, JMP_WARM_IDLE_S apply)
     python -m workers.pool serve DIR [--idle S] [--preload KINDS] [--detach]
 
-It holds nothing of value: it never opens a session and never sees a prompt or model request,
-so a kill at any moment costs nothing (kernels fall back to a cold spawn). It serves only its
-own uid (SO_PEERCRED), only kernels with its code fingerprint, forks only while it has exactly
-one OS thread, and reaps a worker only after its kernel has killed that worker's tree (Release
-or a closed connection), so the worker's pid cannot be reused before then. It exits after
-`--idle` seconds with no connection and no live worker.
+It holds nothing of value: it never opens a session and never sees a prompt, a model request,
+a kernel's environment or its keys (they reach the forked worker on a pipe the pool passes
+along unread), so a kill at any moment costs nothing (kernels fall back to a cold spawn) and
+no fork inherits another kernel's secrets. It serves only its own uid (SO_PEERCRED), only
+kernels with its code fingerprint and its own confinement view (credentials, capabilities,
+no_new_privs, seccomp, LSM label, namespaces: read from the kernel's /proc entry, never taken
+from the request), forks only jmp's worker modules and only while it has exactly one OS
+thread; a fork takes on its kernel's resource limits, umask, priority, CPU set and cgroup
+before the pool says `Spawned`. It reaps a worker only after its kernel has killed that
+worker's tree (Release or a closed connection), so the worker's pid cannot be reused before
+then. No client can stall it: sockets are non-blocking and a client has FRAME_S to send a
+whole frame. It exits after `--idle` seconds with no connection and no live worker.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import selectors
 import signal
@@ -22,7 +29,7 @@ import socket
 import struct
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import msgspec
@@ -32,51 +39,101 @@ from workers import pool_child
 
 _SELF = os.getuid()
 LOCK_WAIT_S = 10.0
+FRAME_S = 5.0  # a client's whole frame, from its connect or its first byte
+START_S = 5.0  # a fork's take-on of its kernel's limits and cgroup, and its environment read
+PAUSE_S = 0.2  # out of descriptors even for the reserve: stop accepting this long
+MAX_FDS = 16  # a Spawn carries 3 + stdin + one per namespace
 
 
 @dataclass
 class Conn:
     sock: socket.socket
     kernel_pidfd: int
-    child: int | None = None  # pid of the worker forked for this connection
     kernel_pid: int = 0
+    buf: bytearray = field(default_factory=bytearray)
+    fds: list[int] = field(default_factory=list)  # received, not yet handed to a request
+    deadline: float | None = None  # for the frame being read; None while a worker serves it
+    child: int | None = None  # pid of the worker forked for this connection
+    child_pidfd: int | None = None
+    sync: int | None = None  # the starting fork's report pipe (read end)
+    module: str = ""  # what it runs
+    closed: bool = False
 
 
 class Pool:
-    def __init__(self, directory: Path, idle_s: float, preloaded: list[str]) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        idle_s: float,
+        preloaded: list[str],
+        modules: tuple[str, ...] = P.WORKER_MODULES,
+    ) -> None:
         self.dir, self.idle_s, self.preloaded = directory, idle_s, preloaded
+        self.modules = frozenset(modules)
         self.fingerprint = P.code_fingerprint()
+        self.view = P.confinement()
+        self.spaces = P.namespaces()
+        self.space_ids = {name: _ns_id(f"/proc/self/ns/{name}") for name in self.spaces}
+        self.key = P.view_key(self.view, self.spaces)
         self.sel = selectors.DefaultSelector()
         self.conns: dict[int, Conn] = {}  # socket fd -> connection
         self.children: dict[int, tuple[int, Conn | None]] = {}  # pidfd -> (pid, its kernel)
         self.exited: set[int] = set()  # pids that exited and wait for Release
         self.last_active = time.monotonic()
         self.running = True
-        self.private_fds: list[int] = []  # the lock: a worker holding it would block a new pool
+        self.reserve: int | None = _reserve_fd()  # given up to refuse a connection at EMFILE
+        self.paused_until: float | None = None
 
     def serve(self, listener: socket.socket) -> None:
         self.listener = listener
+        listener.setblocking(False)
         self.sel.register(listener, selectors.EVENT_READ, "accept")
         while self.running:
+            now = time.monotonic()
             busy = self.conns or self.children
-            wait = None if busy else max(0.0, self.last_active + self.idle_s - time.monotonic())
-            if not busy and wait == 0.0:
+            if not busy and now >= self.last_active + self.idle_s:
                 log("idle timeout: exiting")
                 return
+            wakes = [c.deadline for c in self.conns.values() if c.deadline is not None]
+            wakes += [] if busy else [self.last_active + self.idle_s]
+            wakes += [self.paused_until] if self.paused_until is not None else []
+            wait = max(0.0, min(wakes) - now) if wakes else None
             for key, _ in self.sel.select(wait):
                 kind = key.data
                 if kind == "accept":
                     self.accept()
                 elif kind == "child":
                     self.child_exited(key.fd)
-                else:
+                elif isinstance(kind, Conn):  # a starting fork's report
+                    self.started(kind)
+                elif key.fd in self.conns:
                     self.readable(self.conns[key.fd])
+            self.expire(time.monotonic())
             self.last_active = (
                 time.monotonic() if (self.conns or self.children) else self.last_active
             )
 
+    def expire(self, now: float) -> None:
+        """Drop every client past its deadline; resume accepting after a pause."""
+        for conn in [c for c in self.conns.values() if c.deadline and c.deadline <= now]:
+            if conn.sync is not None:
+                self.fail_start(conn, "fork_failed", f"the worker did not start in {START_S:g} s")
+            else:
+                log(f"dropped a client (pid {conn.kernel_pid}): no whole frame in {FRAME_S:g} s")
+                self.drop(conn)
+        if self.paused_until is not None and now >= self.paused_until:
+            self.paused_until = None
+            self.sel.register(self.listener, selectors.EVENT_READ, "accept")
+
     def accept(self) -> None:
-        sock, _ = self.listener.accept()
+        try:
+            sock, _ = self.listener.accept()
+        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+            return
+        except OSError as exc:
+            self.out_of_fds(exc)
+            return
+        sock.setblocking(False)
         creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
         pid, uid, _gid = struct.unpack("3i", creds)
         if not peer_allowed(uid):
@@ -88,33 +145,73 @@ class Pool:
         except OSError:
             sock.close()
             return
-        sock.settimeout(2.0)
-        conn = Conn(sock, pidfd, kernel_pid=pid)
+        conn = Conn(sock, pidfd, kernel_pid=pid, deadline=time.monotonic() + FRAME_S)
         self.conns[sock.fileno()] = conn
         self.sel.register(sock, selectors.EVENT_READ, "conn")
 
+    def out_of_fds(self, exc: OSError) -> None:
+        """accept(2) failed: at EMFILE the waiting client gets a closed connection (through the
+        reserve descriptor), never a pool that exits or spins on a readable listener."""
+        if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+            log(f"accept failed: {exc.strerror}")
+            return
+        if self.reserve is not None:
+            os.close(self.reserve)
+            with contextlib.suppress(OSError):
+                self.listener.accept()[0].close()
+            self.reserve = _reserve_fd()
+            log("out of file descriptors: refused a connection")
+        if self.reserve is None and self.paused_until is None:
+            self.sel.unregister(self.listener)
+            self.paused_until = time.monotonic() + PAUSE_S
+
     def readable(self, conn: Conn) -> None:
         try:
-            msg, fds = read_frame(conn.sock)
-        except (OSError, EOFError, ValueError, msgspec.DecodeError) as exc:
-            if not isinstance(exc, EOFError):
-                self.reply(
-                    conn, P.Refused(code="bad_request", detail=str(exc)[:300], pool_pid=os.getpid())
-                )
+            data, fds, flags, _addr = socket.recv_fds(conn.sock, 65536, MAX_FDS)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
             self.drop(conn)
             return
-        try:
-            self.handle(conn, msg, fds)
-        finally:
-            for fd in fds:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+        conn.fds += fds
+        if flags & socket.MSG_CTRUNC:
+            self.refuse(conn, "bad_request", f"more than {MAX_FDS} descriptors (or none free)")
+            return
+        if not data:
+            self.drop(conn)
+            return
+        if not conn.buf and conn.child is not None:
+            conn.deadline = time.monotonic() + FRAME_S  # a frame after the spawn (Release)
+        conn.buf += data
+        while len(conn.buf) >= 4 and conn.sock.fileno() in self.conns:
+            size = struct.unpack(">I", conn.buf[:4])[0]
+            if size > P.MAX_FRAME:
+                self.refuse(conn, "bad_request", "frame too large")
+                return
+            if len(conn.buf) < 4 + size:
+                return
+            body = bytes(conn.buf[4 : 4 + size])
+            del conn.buf[: 4 + size]
+            fds, conn.fds = conn.fds, []
+            if conn.child is not None and not conn.buf:
+                conn.deadline = None
+            try:
+                msg = P.decode(body)
+            except (ValueError, msgspec.DecodeError) as exc:
+                _close(fds)
+                self.refuse(conn, "bad_request", str(exc)[:300])
+                return
+            try:
+                self.handle(conn, msg, fds)
+            finally:
+                _close(fds)  # a fork has its own copies; the pool keeps none
 
     def handle(self, conn: Conn, msg: P.AnyPoolMsg, fds: list[int]) -> None:
         match msg:
             case P.Status():
                 state = P.State(
                     pid=os.getpid(),
+                    view=self.key,
                     fingerprint=self.fingerprint,
                     workers=len(self.children),
                     idle_timeout_s=self.idle_s,
@@ -131,65 +228,106 @@ class Pool:
             case P.Release():
                 self.drop(conn)
             case _:
-                self.reply(
-                    conn,
-                    P.Refused(
-                        code="bad_request",
-                        detail=f"unexpected {type(msg).__name__}",
-                        pool_pid=os.getpid(),
-                    ),
-                )
-                self.drop(conn)
+                self.refuse(conn, "bad_request", f"unexpected {type(msg).__name__}")
 
     def spawn(self, conn: Conn, msg: P.Spawn, fds: list[int]) -> None:
-        refuse = None
+        want = 3 + msg.stdin + len(msg.namespaces)
         if msg.fingerprint != self.fingerprint:
-            refuse = P.Refused(
-                code="stale", detail="the pool runs other code", pool_pid=os.getpid()
-            )
-        elif len(fds) != 2 + msg.stdin:
-            detail = f"{len(fds)} fds, want {2 + msg.stdin}"
-            refuse = P.Refused(code="bad_request", detail=detail, pool_pid=os.getpid())
-        elif pool_child.threads() != 1:
+            return self.refuse(conn, "stale", "the pool runs other code")
+        if msg.module not in self.modules:
+            return self.refuse(conn, "module", f"{msg.module[:100]!r} is not a jmp worker")
+        if len(fds) != want:
+            return self.refuse(conn, "bad_request", f"{len(fds)} fds, want {want}")
+        if pool_child.threads() != 1:
             detail = f"{pool_child.threads()} threads: refusing to fork"
-            refuse = P.Refused(code="fork_failed", detail=detail, pool_pid=os.getpid())
-        elif (limits := pool_child.kernel_limits(conn.kernel_pid)) is None:
-            detail = "the kernel's resource limits cannot be given to a forked worker"
-            refuse = P.Refused(code="fork_failed", detail=detail, pool_pid=os.getpid())
-        if refuse is not None:
-            self.reply(conn, refuse)
-            self.drop(conn)
-            return
+            return self.refuse(conn, "fork_failed", detail)
+        problem = self.other_view(conn, msg, fds[3 + msg.stdin :])
+        kernel = pool_child.read_kernel(conn.kernel_pid)
+        if problem is None and kernel is None:
+            problem = "the kernel's limits, priority or cgroup cannot be read"
+        if problem is None and _readable(conn.kernel_pidfd):
+            problem = "the kernel exited"  # what was read may belong to a reused pid
+        if problem is not None or kernel is None:
+            return self.refuse(conn, "confined", problem or "")
+        sync_r, sync_w = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
-        keep = self.owned_fds()
         pool_child.freeze()  # what the pool allocated since: not the child's to collect
         pid = os.fork()
         if pid == 0:
-            keep.discard(conn.kernel_pidfd)
-            pool_child.set_limits(limits)
-            pool_child.become_worker(
-                msg.module,
-                msg.argv,
-                msg.env,
-                msg.cwd,
-                fds,
-                conn.kernel_pidfd,
-                sorted(keep),
-            )
-        conn.child = pid
-        pidfd = os.pidfd_open(pid)
-        self.children[pidfd] = (pid, conn)
-        self.sel.register(pidfd, selectors.EVENT_READ, "child")
-        log(f"forked {msg.module} as pid {pid}")
-        self.reply(conn, P.Spawned(pid=pid))
+            os.close(sync_r)
+            pool_child.become_worker(msg, fds, conn.kernel_pidfd, kernel, sync_w)
+        os.close(sync_w)
+        conn.child, conn.child_pidfd, conn.sync = pid, os.pidfd_open(pid), sync_r
+        conn.module = msg.module
+        conn.deadline = time.monotonic() + START_S
+        self.sel.register(sync_r, selectors.EVENT_READ, conn)
+        return None
 
-    def owned_fds(self) -> set[int]:
-        fds = {self.listener.fileno(), *self.conns, *self.children, *self.private_fds}
-        fds |= {c.kernel_pidfd for c in self.conns.values()}
-        if self.sel.__class__.__name__ == "EpollSelector":
-            fds.add(self.sel.fileno())  # type: ignore[attr-defined]
-        return fds
+    def other_view(self, conn: Conn, msg: P.Spawn, spaces: list[int]) -> str | None:
+        """Why the kernel's confinement is not the pool's (read from its /proc entry and the
+        namespace fds it sent, never from the request); None when they are the same."""
+        try:
+            view = P.confinement(conn.kernel_pid)
+        except OSError as exc:
+            return f"the kernel's /proc status cannot be read: {exc.strerror}"
+        for name, mine in self.view.items():
+            if view[name] != mine:
+                return f"the kernel's {name} is {view[name]!r}, the pool's {mine!r}"
+        if sorted(msg.namespaces) != sorted(self.spaces):
+            theirs = ", ".join(msg.namespaces)
+            return f"the kernel sent namespaces [{theirs}], the pool has {sorted(self.spaces)}"
+        for name, fd in zip(msg.namespaces, spaces, strict=True):
+            try:
+                theirs = _ns_id(fd)
+                link = os.readlink(f"/proc/{conn.kernel_pid}/ns/{name}")
+            except PermissionError:  # non-dumpable to us: the fd it holds is the proof
+                link = self.spaces[name]
+            except OSError as exc:
+                return f"the kernel's {name} namespace cannot be read: {exc.strerror}"
+            if theirs != self.space_ids[name] or link != self.spaces[name]:
+                return f"the kernel's {name} namespace is not the pool's"
+        return None
+
+    def started(self, conn: Conn) -> None:
+        """The fork reported: it took on its kernel's settings (b"ok"), or why it could not."""
+        assert conn.sync is not None and conn.child is not None and conn.child_pidfd is not None
+        try:
+            report = os.read(conn.sync, 4096)
+        except OSError:
+            report = b""
+        if report != b"ok":
+            text = report.decode("utf-8", "replace")
+            if text.startswith("confined:"):
+                return self.fail_start(conn, "confined", text.removeprefix("confined:"))
+            return self.fail_start(conn, "fork_failed", text or "the fork exited")
+        self.sel.unregister(conn.sync)
+        os.close(conn.sync)
+        conn.sync = None
+        conn.deadline = None if not conn.buf else conn.deadline
+        self.children[conn.child_pidfd] = (conn.child, conn)
+        self.sel.register(conn.child_pidfd, selectors.EVENT_READ, "child")
+        log(f"forked {conn.module} as pid {conn.child} for pid {conn.kernel_pid}")
+        self.reply(conn, P.Spawned(pid=conn.child))
+        return None
+
+    def fail_start(self, conn: Conn, code: P.RefuseCode, detail: str) -> None:
+        """The fork could not become the worker: kill and reap it, refuse the request."""
+        self.kill_start(conn)
+        self.refuse(conn, code, detail.strip()[:300])
+
+    def kill_start(self, conn: Conn) -> None:
+        """Kill and reap a fork that has not reported yet."""
+        if conn.sync is None or conn.child is None or conn.child_pidfd is None:
+            return
+        self.sel.unregister(conn.sync)
+        os.close(conn.sync)
+        with contextlib.suppress(OSError):
+            signal.pidfd_send_signal(conn.child_pidfd, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(conn.child, 0)
+        os.close(conn.child_pidfd)
+        conn.sync = conn.child = conn.child_pidfd = None
 
     def child_exited(self, pidfd: int) -> None:
         """The worker exited: report it, keep it unreaped until its kernel releases it."""
@@ -200,7 +338,6 @@ class Pool:
             code = info.si_status if info.si_code == os.CLD_EXITED else None
             sig = info.si_status if info.si_code != os.CLD_EXITED else None
             self.reply(conn, P.Exited(pid=pid, exit_code=code, signal=sig))
-            self.children[pidfd] = (pid, conn)
             self.exited.add(pid)
             return
         self.reap(pidfd)
@@ -212,14 +349,27 @@ class Pool:
         self.exited.discard(pid)
         os.close(pidfd)
 
+    def refuse(self, conn: Conn, code: P.RefuseCode, detail: str) -> None:
+        log(f"refused a request of pid {conn.kernel_pid}: {code}")
+        self.reply(conn, P.Refused(code=code, detail=detail, pool_pid=os.getpid()))
+        self.drop(conn)
+
     def drop(self, conn: Conn) -> None:
-        """Forget a connection; its worker is reaped if dead, else told its kernel left."""
+        """Forget a connection and every fd it sent; its worker is reaped if dead, killed if
+        still starting, else told its kernel left. Idempotent."""
+        if conn.closed:
+            return
+        conn.closed = True
         fd = conn.sock.fileno()
         if fd in self.conns:
             self.sel.unregister(conn.sock)
             del self.conns[fd]
+        _close(conn.fds)
+        conn.fds = []
+        self.kill_start(conn)  # a fork still starting: nobody waits for it now
         conn.sock.close()
-        os.close(conn.kernel_pidfd)
+        with contextlib.suppress(OSError):
+            os.close(conn.kernel_pidfd)
         for pidfd, (pid, owner) in list(self.children.items()):
             if owner is conn:
                 if pid in self.exited:
@@ -230,8 +380,9 @@ class Pool:
                         signal.pidfd_send_signal(pidfd, signal.SIGTERM)
 
     def reply(self, conn: Conn, msg: P.AnyPoolMsg) -> None:
+        """Best effort, never blocking: a client that reads nothing loses its answer."""
         with contextlib.suppress(OSError):
-            conn.sock.sendall(P.encode(msg))
+            conn.sock.send(P.encode(msg), socket.MSG_DONTWAIT)
 
 
 def peer_allowed(uid: int) -> bool:
@@ -239,24 +390,54 @@ def peer_allowed(uid: int) -> bool:
     return uid == _SELF
 
 
+def _ns_id(what: int | str) -> tuple[int, int]:
+    """A namespace's identity (device, inode) from an fd or a /proc/PID/ns path."""
+    st = os.fstat(what) if isinstance(what, int) else os.stat(what)
+    return st.st_dev, st.st_ino
+
+
+def _readable(fd: int) -> bool:
+    import select
+
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    return bool(poller.poll(0))
+
+
+def _reserve_fd() -> int | None:
+    try:
+        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+
+
+def _close(fds: list[int]) -> None:
+    for fd in fds:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+
+
 def read_frame(sock: socket.socket) -> tuple[P.AnyPoolMsg, list[int]]:
-    """One frame and the fds that came with it; EOFError on a closed connection."""
+    """One frame and the fds that came with it (a blocking client's read); EOFError on a closed
+    connection. Every fd received is closed on any error."""
     buf, fds = b"", []
-    while len(buf) < 4 or len(buf) < 4 + struct.unpack(">I", buf[:4])[0]:
-        if len(buf) >= 4 and struct.unpack(">I", buf[:4])[0] > P.MAX_FRAME:
-            raise ValueError("frame too large")
-        data, got, _flags, _addr = socket.recv_fds(sock, 65536, 4)
-        fds += got
-        if not data:
-            for fd in fds:
-                os.close(fd)
-            raise EOFError("connection closed")
-        buf += data
-    return P.decode(buf[4:]), fds
+    try:
+        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">I", buf[:4])[0]:
+            if len(buf) >= 4 and struct.unpack(">I", buf[:4])[0] > P.MAX_FRAME:
+                raise ValueError("frame too large")
+            data, got, _flags, _addr = socket.recv_fds(sock, 65536, MAX_FDS)
+            fds += got
+            if not data:
+                raise EOFError("connection closed")
+            buf += data
+        return P.decode(buf[4:]), fds
+    except BaseException:
+        _close(fds)
+        raise
 
 
 def log(text: str) -> None:
-    """The pool's log (its stderr, a file in its dir): pids and modules, never env or argv."""
+    """The pool's log (its stderr, a file in its dir): pids and codes, never env or argv."""
     print(f"{time.strftime('%H:%M:%S')} pool {os.getpid()}: {text}", file=sys.stderr, flush=True)
 
 

@@ -1,25 +1,36 @@
 """What the warm pool preloads, and what a freshly forked worker does before it runs.
 
 The forked child becomes exactly what `python -m workers.<kind> ENDPOINT ...` would have been:
-its own session and process group, the kernel's environment, cwd and argv, stdout and stderr
-on the kernel's pipes, stdin the kernel's pipe when it sent one (the MCP config) else
-/dev/null, default signal handlers, and `workers.base` told to watch the kernel by pidfd (the
-pool, not the kernel, is its parent). It never returns.
+its own session and process group; the kernel's cgroup, umask, priority, CPU set and resource
+limits (taken on before the pool answers; credentials, capabilities, no_new_privs, seccomp and
+namespaces the pool has already found equal to the kernel's); the kernel's environment (read
+from a pipe, never seen by the pool), cwd and argv; stdout and stderr on the kernel's pipes,
+stdin the kernel's pipe when it sent one (the MCP config) else /dev/null; no other descriptor
+of the pool's; default signal handlers; and `workers.base` told to watch the kernel by pidfd
+(the pool, not the kernel, is its parent). It never returns.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import gc
 import importlib
 import os
+import re
 import resource
 import runpy
 import signal
 import sys
 import tempfile
 import traceback
+from dataclasses import dataclass
+from typing import NoReturn
+
+import msgspec
+
+from protocol import pool as P
 
 # kind -> modules whose import is the slow part of that worker's start
 PRELOADS: dict[str, tuple[str, ...]] = {
@@ -108,97 +119,159 @@ def set_title(comm: str, argv: list[str]) -> None:
 
 # A worker gets its kernel's limits, never the pool's: the pool was launched by some earlier
 # kernel, perhaps under a file-size limit (found by the chaos runner: every later worker then
-# failed its writes with EFBIG).
-LIMITS = (
-    resource.RLIMIT_FSIZE,
-    resource.RLIMIT_NOFILE,
-    resource.RLIMIT_CORE,
-    resource.RLIMIT_CPU,
-    resource.RLIMIT_AS,
-    resource.RLIMIT_DATA,
-    resource.RLIMIT_STACK,
-    resource.RLIMIT_NPROC,
-)
+# failed its writes with EFBIG). Every limit the platform has.
+LIMITS = {getattr(resource, name): name for name in dir(resource) if name.startswith("RLIMIT_")}
 
 
-def _above(a: int, b: int) -> bool:
-    """a > b for limits (RLIM_INFINITY is the largest)."""
-    inf = resource.RLIM_INFINITY
-    return a != b and (a == inf or (b != inf and a > b))
+class TakeOnError(Exception):
+    """A forked worker cannot take on one of its kernel's settings (the pool refuses then)."""
 
 
-def _may_raise_limits() -> bool:
-    """CAP_SYS_RESOURCE (bit 24) is in this process's effective set (root without it cannot)."""
+@dataclass(frozen=True)
+class Kernel:
+    """What a forked worker takes on from its kernel before it becomes the worker: what a cold
+    child would have inherited, read by the pool from the kernel's /proc entry."""
+
+    limits: dict[int, tuple[int, int]]
+    umask: int
+    nice: int
+    cpus: frozenset[int]
+    cgroups: tuple[str, ...]  # the lines of /proc/PID/cgroup
+
+
+def read_kernel(pid: int) -> Kernel | None:
+    """The settings of process `pid` a forked worker must take on; None when unreadable."""
     try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            caps = next(line for line in status if line.startswith("CapEff:"))
-        return bool(int(caps.split()[1], 16) >> 24 & 1)
-    except (OSError, StopIteration, ValueError):
-        return False
+        limits = {res: resource.prlimit(pid, res) for res in LIMITS}
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
+            umask = next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
+        nice = os.getpriority(os.PRIO_PROCESS, pid)
+        cpus = frozenset(os.sched_getaffinity(pid))
+        cgroups = _cgroups(pid)
+    except (OSError, ValueError, StopIteration, IndexError):
+        return None
+    return Kernel(limits, umask, nice, cpus, cgroups)
 
 
-def kernel_limits(pid: int) -> dict[int, tuple[int, int]] | None:
-    """The kernel's resource limits, or None when this pool cannot give them to a child (a hard
-    limit above the pool's own needs privilege, or they cannot be read): then no fork."""
-    limits: dict[int, tuple[int, int]] = {}
-    for res in LIMITS:
+def take_on(kernel: Kernel) -> None:
+    """In the forked child: become what a cold child of that kernel would be in its cgroup,
+    umask, priority, CPU set and resource limits. Raises TakeOnError naming what failed (a hard
+    limit above the pool's needs CAP_SYS_RESOURCE, a lower nice CAP_SYS_NICE, a cgroup move
+    write access to it)."""
+    _move_cgroups(kernel.cgroups)
+    os.umask(kernel.umask)
+    try:
+        if os.getpriority(os.PRIO_PROCESS, 0) != kernel.nice:
+            os.setpriority(os.PRIO_PROCESS, 0, kernel.nice)
+    except OSError as exc:
+        raise TakeOnError(f"priority (nice {kernel.nice}): {exc.strerror}") from exc
+    try:
+        if frozenset(os.sched_getaffinity(0)) != kernel.cpus:
+            os.sched_setaffinity(0, kernel.cpus)
+    except OSError as exc:
+        raise TakeOnError(f"CPU set {sorted(kernel.cpus)}: {exc.strerror}") from exc
+    for res, value in kernel.limits.items():
         try:
-            soft, hard = resource.prlimit(pid, res)
-        except (OSError, ValueError):
-            return None
-        if _above(hard, resource.getrlimit(res)[1]) and not _may_raise_limits():
-            return None
-        limits[res] = (soft, hard)
-    return limits
-
-
-def set_limits(limits: dict[int, tuple[int, int]]) -> None:
-    """In the forked child, before anything else: take the kernel's limits."""
-    for res, value in limits.items():
-        with contextlib.suppress(OSError, ValueError):
             resource.setrlimit(res, value)
+        except (OSError, ValueError) as exc:
+            raise TakeOnError(f"{LIMITS[res]} {value}: {exc}") from exc
+
+
+def _cgroups(pid: int | str) -> tuple[str, ...]:
+    with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="surrogateescape") as f:
+        return tuple(line.rstrip("\n") for line in f if line.strip())
+
+
+def _move_cgroups(wanted: tuple[str, ...]) -> None:
+    """Join the kernel's cgroup in every hierarchy where ours differs (v1 and v2 alike)."""
+    own = _cgroups("self")
+    if own == wanted:
+        return
+    hierarchies = {line.rsplit(":", 1)[0] for line in own}
+    if hierarchies != {line.rsplit(":", 1)[0] for line in wanted}:
+        raise TakeOnError("the kernel's cgroup hierarchies are not the pool's")
+    for line in sorted(set(wanted) - set(own)):
+        _hid, controllers, path = line.split(":", 2)
+        mount = _cgroup_mount(controllers)
+        if mount is None:
+            raise TakeOnError(f"cgroup {controllers or 'v2'} {path}: no mount of it here")
+        point, root = mount
+        base = root.rstrip("/")
+        if path != root and not path.startswith(base + "/"):
+            raise TakeOnError(f"cgroup {controllers or 'v2'} {path}: outside the mount")
+        try:
+            with open(f"{point}{path[len(base) :]}/cgroup.procs", "w", encoding="ascii") as f:
+                f.write("0")
+        except OSError as exc:
+            raise TakeOnError(f"cgroup {controllers or 'v2'} {path}: {exc.strerror}") from exc
+
+
+def _cgroup_mount(controllers: str) -> tuple[str, str] | None:
+    """(mount point, root within the hierarchy) of the hierarchy with these controllers
+    ("" is cgroup v2), from our own mountinfo (the kernel's: the mount namespace matches)."""
+    wanted = set(filter(None, controllers.split(",")))
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split()
+            sep = fields.index("-")
+            fstype, options = fields[sep + 1], set(fields[sep + 3].split(","))
+            if (not wanted and fstype == "cgroup2") or (
+                wanted and fstype == "cgroup" and wanted <= options
+            ):
+                return _unescape(fields[4]), _unescape(fields[3])
+    return None
+
+
+def _unescape(field: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as octal escapes."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 def become_worker(
-    module: str,
-    argv: list[str],
-    env: dict[str, str],
-    cwd: str,
-    fds: list[int],
-    kernel_pidfd: int,
-    close: list[int],
-) -> None:
-    """In the forked child: set up like a cold spawn, then run `module` as __main__.
+    msg: P.Spawn, fds: list[int], kernel_pidfd: int, kernel: Kernel, report: int
+) -> NoReturn:
+    """In the forked child: set up like a cold spawn, then run `msg.module` as __main__.
 
-    `fds`: the worker's stdout and stderr, and its stdin when the kernel sent a third.
+    `fds` as the Spawn sent them: stdout, stderr, the environment pipe, stdin when `msg.stdin`.
+    Before anything of the worker runs, the child keeps only the descriptors it needs (stdio,
+    the kernel's pidfd as 3), takes on the kernel's settings and reads its environment from
+    the pipe; then it writes b"ok" to `report` (else why not) and the pool answers Spawned.
     """
     code = 1
     try:
         os.setsid()
-        for fd in close:
-            with contextlib.suppress(OSError):
-                os.close(fd)
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGPIPE, signal.SIG_IGN)  # as the interpreter sets it at start
         signal.signal(signal.SIGINT, signal.default_int_handler)
-        stdin_fd = fds[2] if len(fds) > 2 else os.open(os.devnull, os.O_RDONLY)
-        os.dup2(stdin_fd, 0)
-        os.dup2(fds[0], 1)
-        os.dup2(fds[1], 2)
-        for fd in {stdin_fd, fds[0], fds[1]} - {0, 1, 2}:
-            os.close(fd)
-        os.chdir(cwd)
+        stdin_fd = fds[3] if msg.stdin else os.open(os.devnull, os.O_RDONLY)
+        _keep_only([stdin_fd, fds[0], fds[1], kernel_pidfd, fds[2], report])
+        env_fd, report = 4, 5
+        try:
+            take_on(kernel)
+            os.chdir(msg.cwd)
+        except (TakeOnError, OSError) as exc:
+            _report(report, f"confined: {exc}")
+            os._exit(1)
+        try:
+            env = P.decode_env(_read_all(env_fd, P.MAX_ENV_BYTES))
+        except (OSError, ValueError, msgspec.DecodeError):
+            _report(report, "fork_failed: the environment pipe held no environment")
+            os._exit(1)
+        os.close(env_fd)
+        _report(report, "ok")
+        os.close(report)
         os.environ.clear()
         os.environ.update(env)
+        del env
         tempfile.tempdir = None  # the preload cached the pool's TMPDIR: use the kernel's
-        kind = module.rsplit(".", 1)[-1]
-        set_title(f"jmp-{kind}", [sys.executable, "-m", module, *argv])
+        kind = msg.module.rsplit(".", 1)[-1]
+        set_title(f"jmp-{kind}", [sys.executable, "-m", msg.module, *msg.argv])
         import workers.base
 
-        workers.base.adopt_kernel(kernel_pidfd)
-        sys.argv = [module, *argv]  # replaced by the module's file path by run_module
-        runpy.run_module(module, run_name="__main__", alter_sys=True)
+        workers.base.adopt_kernel(3)
+        sys.argv = [msg.module, *msg.argv]  # replaced by the module's file path by run_module
+        runpy.run_module(msg.module, run_name="__main__", alter_sys=True)
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -210,3 +283,28 @@ def become_worker(
             sys.stdout.flush()
             sys.stderr.flush()
         os._exit(code)
+
+
+def _keep_only(fds: list[int]) -> None:
+    """Make `fds` descriptors 0, 1, 2, ... (the first three inheritable: stdio) and close
+    every other one: the pool's sockets, lock and pidfds, and anything else it held."""
+    moved = [fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 64) for fd in fds]
+    for target, fd in enumerate(moved):
+        os.dup2(fd, target, inheritable=target < 3)
+    highest = max(map(int, os.listdir("/proc/self/fd")), default=0)
+    os.closerange(len(fds), highest + 1)
+
+
+def _read_all(fd: int, limit: int) -> bytes:
+    chunks, size = [], 0
+    while chunk := os.read(fd, 65536):
+        size += len(chunk)
+        if size > limit:
+            raise ValueError("environment too large")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _report(fd: int, text: str) -> None:
+    with contextlib.suppress(OSError):
+        os.write(fd, text.encode("utf-8", "replace")[:4000])

@@ -5,6 +5,9 @@ start   launch the pool detached in the runtime dir (JMP_WARM_DIR, else $XDG_RUN
 stop    ask the pool to exit (its live workers keep serving their kernels)
 status  print the pool's state as JSON; exit 1 when no pool answers
 serve   run the pool in the foreground (what `start` and kernels launch)
+
+Each confinement view (credentials, capabilities, no_new_privs, seccomp, namespaces) has a
+pool of its own, in DIR/VIEW: the commands act on the pool of the view they run in.
 """
 
 from __future__ import annotations
@@ -32,11 +35,12 @@ START_WAIT_S = 300.0  # the first import of OpenHands on a busy machine
 
 
 def ask(directory: Path, msg: P.AnyPoolMsg, timeout_s: float = 5.0) -> P.AnyPoolMsg | None:
-    """One request/answer on a fresh connection; None when no pool answers."""
+    """One request/answer on a fresh connection to the pool of our view in `directory`; None
+    when no pool answers."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout_s)
-            sock.connect(str(directory / "pool.sock"))
+            sock.connect(str(P.view_dir(directory, P.own_view_key()) / "pool.sock"))
             sock.sendall(P.encode(msg))
             if isinstance(msg, P.Stop):
                 return msg
@@ -45,49 +49,52 @@ def ask(directory: Path, msg: P.AnyPoolMsg, timeout_s: float = 5.0) -> P.AnyPool
         return None
 
 
-def serve(directory: Path, idle_s: float, kinds: list[str], detach: bool) -> int:
-    """Run the pool in `directory` (0700, ours) until idle, Stop or SIGTERM."""
+def serve(
+    directory: Path, idle_s: float, kinds: list[str], detach: bool, also: tuple[str, ...] = ()
+) -> int:
+    """Run the pool of our view in `directory` (0700, ours) until idle, Stop or SIGTERM.
+    `also`: modules it forks besides jmp's workers (the tests' fake worker)."""
     if detach and os.fork() != 0:
         os._exit(0)  # the launcher reaps this one; the pool is nobody's child but init's
     with contextlib.suppress(OSError):
         os.setsid()  # no terminal's Ctrl+C, no kernel's process group
-    problem = check_dir(directory)
+    pool = Pool(directory, idle_s, [], (*P.WORKER_MODULES, *also))
+    home = P.view_dir(directory, pool.key)
+    problem = check_dir(directory) or check_dir(home)
     if problem:
         print(f"jmp-warm-pool: {problem}", file=sys.stderr)
         return 2
     try:  # a planted link, FIFO or hard link in the dir is refused, never followed
-        lock = open_own(directory / "pool.lock", os.O_RDWR | os.O_CREAT)
+        lock = open_own(home / "pool.lock", os.O_RDWR | os.O_CREAT)
         if not take_lock(lock, LOCK_WAIT_S):
             return 0  # another pool serves (or is starting in) this directory
-        logfd = open_own(directory / "pool.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
-        write_own(directory / "pool.pid", f"{os.getpid()}\n".encode())
+        logfd = open_own(home / "pool.log", os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        write_own(home / "pool.pid", f"{os.getpid()}\n".encode())
     except OSError as exc:
         print(f"jmp-warm-pool: {exc}", file=sys.stderr)
         return 2
     os.dup2(logfd, 1)
     os.dup2(logfd, 2)
     os.close(logfd)
-    pool_child.set_title(P.TITLE[:15], [P.TITLE, str(directory)])
+    pool_child.set_title(P.TITLE[:15], [P.TITLE, str(directory), pool.key])
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    pool = Pool(directory, idle_s, [])
-    pool.private_fds.append(lock)
     pool.preloaded = pool_child.preload(kinds)
     pool_child.freeze()
-    log(f"preloaded {pool.preloaded}; {pool_child.threads()} thread(s)")
-    path = directory / "pool.sock"
+    log(f"preloaded {pool.preloaded}; {pool_child.threads()} thread(s); view {pool.key}")
+    path = home / "pool.sock"
     with contextlib.suppress(FileNotFoundError):
         path.unlink()  # stale: we hold the lock, so no live pool owns it
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(path))
     os.chmod(path, 0o600)
-    listener.listen(16)
+    listener.listen(64)
     try:
         pool.serve(listener)
     finally:
         with contextlib.suppress(OSError):
             path.unlink()
         with contextlib.suppress(OSError):
-            (directory / "pool.pid").unlink()
+            (home / "pool.pid").unlink()
         os._exit(0)  # no interpreter teardown of thousands of modules: the lock frees now
 
 
@@ -128,6 +135,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--preload", default="all")
     parser.add_argument("--detach", action="store_true")
     parser.add_argument("--pad", default="", help=argparse.SUPPRESS)
+    # A module the pool forks besides jmp's workers: for the tests' fake worker only.
+    parser.add_argument("--also-fork", action="append", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     directory = Path(args.dir) if args.dir else P.pool_dir(os.environ, os.getuid())
     idle = args.idle if args.idle and args.idle > 0 else P.idle_timeout(os.environ)
@@ -135,7 +144,7 @@ def main(argv: list[str]) -> int:
         kinds = [] if args.preload == "none" else args.preload.split(",")
         if args.preload == "all":
             kinds = ["tool", "router", "generator", "harness"]
-        return serve(directory, idle, kinds, args.detach)
+        return serve(directory, idle, kinds, args.detach, tuple(args.also_fork))
     if args.command == "stop":
         if ask(directory, P.Status()) is None:
             print(f"no warm pool in {directory}")

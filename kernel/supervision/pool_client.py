@@ -1,11 +1,16 @@
 """The kernel's side of the warm pool: ask it for a fresh worker, or say why not (cold spawn).
 
 `spawn()` returns a `WarmProc` or None, never raises: a pool that is missing, dead, stale,
-slow, foreign or erroring costs one stderr note and the caller spawns cold. A missing pool is
-started (detached, in the background) for the next run; a stale one (other code) is stopped
-and replaced. The worker's pid is pinned by the pool (not reaped before `Release`), so the
-kernel's tree kill (process group, recorded descendants, token) is as safe as for its own
-children; the kernel watches the worker through a pidfd.
+slow, foreign, differently confined or erroring costs one stderr note and the caller spawns
+cold. A missing pool is started (detached, in the background, inheriting this kernel's
+confinement) for the next run; a stale one (other code) is stopped and replaced. Each
+confinement view has its own pool (`P.view_dir`). Before anything is sent, the listener must be
+a jmp pool of ours for this directory and view: same uid, its title, our interpreter (when its
+/proc entry lets us look). The worker's environment travels on a pipe whose read end rides
+with the request, so the pool never reads it. The worker's pid is pinned by the pool (not
+reaped before `Release`), so the kernel's tree kill (process group, recorded descendants,
+token) is as safe as for its own children; the kernel watches and signals the worker through
+a pidfd.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import contextlib
 import fcntl
 import os
 import select
+import signal
 import socket
 import struct
 import sys
@@ -23,6 +29,7 @@ from typing import IO
 
 import msgspec
 
+from kernel.display import terminal_safe
 from kernel.supervision.restart import POOL_CONNECT_S, POOL_EXIT_STATUS_S
 from protocol import pool as P
 from protocol.own_files import open_own
@@ -39,7 +46,12 @@ def enabled() -> bool:
 
 
 def directory() -> Path:
+    """The runtime dir (JMP_WARM_DIR, ...); the pool of our view lives in `home()`."""
     return P.pool_dir(os.environ, os.getuid())
+
+
+def home() -> Path:
+    return P.view_dir(directory(), P.own_view_key())
 
 
 def fingerprint() -> str:
@@ -50,7 +62,9 @@ def fingerprint() -> str:
 
 
 def note(text: str) -> None:
-    """One stderr line per distinct reason per process: the only trace of a fallback."""
+    """One stderr line per distinct reason per process: the only trace of a fallback. Text a
+    pool supplied (a refusal's detail) is shown inert, like any text from outside."""
+    text = terminal_safe(text)
     with _note_lock:
         if text in _notes:
             return
@@ -71,6 +85,12 @@ class WarmProc:
             self.pidfd: int | None = os.pidfd_open(pid)
         except ProcessLookupError:  # already reaped (the pool died): it has exited
             self.pidfd = None
+
+    def kill_root(self) -> None:
+        """SIGKILL the worker through its pidfd, never by pid: once its pool has died, init
+        reaps it and the pid may name another process."""
+        if self.pidfd is not None:
+            signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
 
     def exited(self) -> bool:
         """Has the worker exited? (A zombie counts; the pool keeps it unreaped for us.)"""
@@ -104,31 +124,24 @@ class WarmProc:
 def spawn(
     argv: list[str], env: dict[str, str], out_fd: int, err_fd: int, in_fd: int | None = None
 ) -> WarmProc | None:
-    """Ask the pool for `argv` (`python -m MODULE ARGS...`); None means: spawn cold.
-    `in_fd`, when given, becomes the worker's stdin (else /dev/null)."""
+    """Ask the pool for `argv` (`python -m MODULE ARGS...`) with environment `env`; None means:
+    spawn cold. `in_fd`, when given, becomes the worker's stdin (else /dev/null)."""
     if len(argv) < 3 or argv[1] != "-m":
         return None
-    problem = check_dir(directory())
+    problem = check_dir(directory()) or check_dir(home())
     if problem:
         note(f"{problem}; workers start cold")
         return None
-    request = P.Spawn(
-        fingerprint=fingerprint(),
-        module=argv[2],
-        argv=argv[3:],
-        env=env,
-        cwd=os.getcwd(),
-        stdin=in_fd is not None,
-    )
-    fds = [out_fd, err_fd] if in_fd is None else [out_fd, err_fd, in_fd]
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         sock.settimeout(POOL_CONNECT_S)
-        sock.connect(str(directory() / "pool.sock"))
-        if not _same_user(sock):
-            raise PermissionError("the pool socket belongs to another user")
-        socket.send_fds(sock, [P.encode(request)], fds)
-        reply = read_frame(sock)
+        sock.connect(str(home() / "pool.sock"))
+        problem = listener_problem(sock)
+        if problem:
+            sock.close()
+            note(f"{problem}; workers start cold")
+            return None
+        reply = _request(sock, argv, env, [out_fd, err_fd], in_fd)
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()
         note("not running; started it for the next run, workers start cold")
@@ -149,6 +162,94 @@ def spawn(
     else:
         note(f"refused: {getattr(reply, 'detail', reply)}; workers start cold")
     return None
+
+
+def _request(
+    sock: socket.socket, argv: list[str], env: dict[str, str], out: list[int], in_fd: int | None
+) -> P.AnyPoolMsg:
+    """Send the Spawn with its fds (stdout, stderr, the environment pipe, stdin, our
+    namespaces) and read the answer."""
+    spaces = P.namespaces()
+    request = P.Spawn(
+        fingerprint=fingerprint(),
+        module=argv[2],
+        argv=argv[3:],
+        cwd=os.getcwd(),
+        stdin=in_fd is not None,
+        namespaces=list(spaces),
+    )
+    opened: list[int] = []
+    try:
+        env_r, env_w = os.pipe()
+        opened.append(env_r)
+        _write_env(env_w, P.encode_env(env))
+        for name in spaces:
+            opened.append(os.open(f"/proc/self/ns/{name}", os.O_RDONLY | os.O_CLOEXEC))
+        stdin = [] if in_fd is None else [in_fd]
+        socket.send_fds(sock, [P.encode(request)], [*out, env_r, *stdin, *opened[1:]])
+    finally:
+        for fd in opened:
+            os.close(fd)  # the worker holds the only copies now
+    return read_frame(sock)
+
+
+def _write_env(fd: int, data: bytes) -> None:
+    """Write the worker's environment into its pipe and close it: at once when it fits (the
+    usual case), else the rest from a thread while the pool forks (the worker reads it)."""
+    os.set_blocking(fd, False)
+    try:
+        done = os.write(fd, data)
+    except BlockingIOError:
+        done = 0
+    except OSError:
+        os.close(fd)
+        raise
+    if done == len(data):
+        os.close(fd)
+        return
+    os.set_blocking(fd, True)
+    rest = data[done:]
+
+    def finish() -> None:
+        view = memoryview(rest)
+        with contextlib.suppress(OSError):  # EPIPE: refused, the pool closed the read end
+            while view:
+                view = view[os.write(fd, view) :]
+        os.close(fd)
+
+    threading.Thread(target=finish, daemon=True, name="worker-env").start()
+
+
+def listener_problem(sock: socket.socket) -> str:
+    """Why the process listening on the pool socket is not a pool of ours for this directory
+    and view ('' when it is): checked before a byte is sent. It must be of our uid
+    (SO_PEERCRED), carry the pool's title for this dir and view, run our interpreter (when its
+    /proc entry lets us see: root, or a dumpable process) and, for a user other than root, be
+    non-dumpable as a jmp pool is. A process of our own user that sets out to pass these can
+    (README, "Secrets and the shell"); anything else cannot."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
+    pid, uid, _gid = struct.unpack("3i", creds)
+    if uid != os.getuid():
+        return f"the pool socket belongs to uid {uid}, not {os.getuid()}"
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            title = f.read(8192).split(b"\0")[:3]
+        status = os.stat(f"/proc/{pid}/status")
+    except OSError:
+        return f"the pool socket's process ({pid}) is not visible"
+    expected = [P.TITLE, str(directory()), P.own_view_key()]
+    if [part.decode("utf-8", "replace") for part in title] != expected:
+        return f"the pool socket is served by process {pid}, which is not a jmp pool"
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:  # non-dumpable, and we are not root: its title must do
+        exe = None
+    ours = os.path.realpath(sys.executable)
+    if exe is not None and exe != ours and not exe.endswith(" (deleted)"):
+        return f"the pool socket is served by process {pid}, which does not run {ours}"
+    if os.getuid() != 0 and status.st_uid == os.getuid():
+        return f"the pool socket is served by process {pid}, which is dumpable: not a jmp pool"
+    return ""
 
 
 def _readable(fd: int, timeout_ms: int | None) -> bool:
@@ -176,11 +277,6 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
     return buf
 
 
-def _same_user(sock: socket.socket) -> bool:
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    return bool(struct.unpack("3i", creds)[1] == os.getuid())
-
-
 def check_dir(path: Path) -> str:
     """'' when `path` is a real directory of ours with mode 0700 (created if missing)."""
     with contextlib.suppress(FileExistsError, OSError):
@@ -205,7 +301,7 @@ def start(replace: bool = False) -> None:
         if _launched and not replace:
             return  # the router, generator and tool threads all find no pool at once
         _launched = True
-    if check_dir(path) or (not replace and _locked(path)):
+    if check_dir(path) or check_dir(home()) or (not replace and _locked(home())):
         return
     import subprocess  # only to launch a pool: a served kernel never needs it
 
@@ -224,11 +320,12 @@ def start(replace: bool = False) -> None:
 
 
 def stop() -> None:
-    """Ask the pool to exit (best effort)."""
+    """Ask the pool of our view to exit (best effort; only a listener that passes
+    `listener_problem`)."""
     with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(POOL_CONNECT_S)
-        sock.connect(str(directory() / "pool.sock"))
-        if _same_user(sock):
+        sock.connect(str(home() / "pool.sock"))
+        if not listener_problem(sock):
             sock.sendall(P.encode(P.Stop()))
 
 

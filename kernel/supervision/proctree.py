@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from kernel.supervision.restart import TREE_WAIT_S
@@ -30,6 +31,7 @@ class TreeRecord:
     def __init__(self, root_pid: int, token: str) -> None:
         self.root_pid = root_pid
         self.token = token
+        self.root_start = _start_ticks(root_pid)  # tells a recycled root pid from the root
         self.seen: dict[int, int] = {}  # pid -> start time (clock ticks after boot)
 
     def record(self) -> None:
@@ -67,14 +69,24 @@ class TreeRecord:
                     found[proc.pid] = proc
         return list(found.values())
 
-    def kill_all(self) -> int:
+    def kill_all(self, kill_root: Callable[[], None] | None = None) -> int:
         """SIGKILL the root, its group and every survivor until none is left; returns the
-        count. The root is only signalled: its owner reaps it (so its pid stays pinned)."""
+        count. The root is only signalled: its owner reaps it (so its pid stays pinned).
+
+        `kill_root` signals the root when its pid is not pinned by us (a warm worker whose
+        pool died is reaped by init: its pid may be reused, its pidfd cannot); the group is
+        signalled by number unless that number now names another process (a number used as a
+        process group id is never reused while the group has a member)."""
         import psutil
 
-        for kill in (os.killpg, os.kill):
+        with contextlib.suppress(OSError):
+            if kill_root is not None:
+                kill_root()
+            else:
+                os.kill(self.root_pid, signal.SIGKILL)  # our own unreaped child
+        if _start_ticks(self.root_pid) in (None, self.root_start):
             with contextlib.suppress(OSError):
-                kill(self.root_pid, signal.SIGKILL)
+                os.killpg(self.root_pid, signal.SIGKILL)
         killed = 0
         for _ in range(5):  # a parent may fork between our scan and its death
             procs = self.survivors()

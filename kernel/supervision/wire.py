@@ -279,7 +279,7 @@ class WireThread:
 
     def _bury(self, proc: Proc, tree: TreeRecord, reason: str) -> None:
         """Kill the tree while the (possibly zombie) root still pins its pid, then reap."""
-        tree.kill_all()
+        tree.kill_all(getattr(proc, "kill_root", None))
         code = proc.wait()
         if code is None:  # a warm worker whose pool died: its status is lost, not its death
             self.death = Death(proc.pid, None, None, reason or "exit status unknown")

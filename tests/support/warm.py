@@ -24,6 +24,7 @@ from protocol import pool as P
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL_DIR_ROOT = "/tmp"  # short: the pool's socket lives in it
+FAKE = ("tests.fakes.worker",)  # the test pools fork the fake worker too
 _POOL_DIR = re.compile(r"jw[a-z]*-(\d+)-(\d+)-[A-Za-z0-9_]+")
 
 
@@ -35,7 +36,8 @@ def ask_status(directory: Path) -> P.State | None:
 
 
 class PoolProc:
-    """`python -m workers.pool serve DIR` as a child of the test (not detached)."""
+    """`python -m workers.pool serve DIR` as a child of the test (not detached). `home` is where
+    the pool of the test's view keeps its socket, lock, pid file and log."""
 
     def __init__(
         self,
@@ -46,8 +48,10 @@ class PoolProc:
         idle_s: float = 600,
     ) -> None:
         self.dir = directory
+        self.home = P.view_dir(directory, P.own_view_key())
+        self.sock = self.home / "pool.sock"
         env = P.pool_env(os.environ) | {"PYTHONPATH": str(root)}
-        argv = P.serve_argv(sys.executable, directory, idle_s, preload)
+        argv = P.serve_argv(sys.executable, directory, idle_s, preload, FAKE)
         self.proc = subprocess.Popen(argv, env=env, cwd=str(root), stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + ready_s
         while (state := ask_status(directory)) is None:  # the socket answers once imported
@@ -63,7 +67,7 @@ class PoolProc:
         self.proc.wait()
 
     def log(self) -> str:
-        path = self.dir / "pool.log"
+        path = self.home / "pool.log"
         return path.read_text() if path.exists() else ""
 
 
@@ -104,20 +108,25 @@ def _own_dir(entry: os.DirEntry[str]) -> bool:
 
 
 def _pool_serves(directory: Path) -> bool:
-    """A pool holds the dir's pool.lock (flock) from before it binds until it exits."""
+    """A pool holds its view dir's pool.lock (flock) from before it binds until it exits."""
     try:
-        fd = os.open(directory / "pool.lock", os.O_RDONLY | os.O_NOFOLLOW)
-    except FileNotFoundError:
-        return False
+        views = [e.name for e in os.scandir(directory) if e.is_dir(follow_symlinks=False)]
     except OSError:
         return True  # unsure counts as alive
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        return False
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
+    for view in views:
+        try:
+            fd = os.open(directory / view / "pool.lock", os.O_RDONLY | os.O_NOFOLLOW)
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+    return False
 
 
 @contextlib.contextmanager
@@ -256,7 +265,8 @@ def pool_pids(directory: Path) -> list[int]:
 def launch_pool(directory: Path) -> None:
     """Start a detached pool (every kind preloaded) serving `directory`, as a kernel would; it
     answers once its imports are done (kernels spawn cold until then)."""
-    argv = [*P.serve_argv(sys.executable, directory, P.idle_timeout(os.environ)), "--detach"]
+    idle = P.idle_timeout(os.environ)
+    argv = [*P.serve_argv(sys.executable, directory, idle, also=FAKE), "--detach"]
     launcher = subprocess.Popen(
         argv,
         env=P.pool_env(os.environ),
