@@ -24,6 +24,7 @@ from kernel.store.catalog import (
     sessions_home,
 )
 from kernel.store.workspace import check_workspace, utf8_problem
+from protocol.inspection import forbid_inspection
 
 if TYPE_CHECKING:
     from cli.printer import Printer
@@ -160,6 +161,7 @@ def _run(args: argparse.Namespace, printer: Printer) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 completed/compacted/list, 2 otherwise)."""
+    forbid_inspection()  # it holds the keys (its environment): before any child exists
     argv = sys.argv[1:] if argv is None else list(argv)
     as_json = "--json" in argv
     session: str | None = None

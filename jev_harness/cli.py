@@ -23,6 +23,7 @@ from jev_harness.run_options import (  # noqa: E402
     check_limits,
     json_arg,
 )
+from protocol.inspection import forbid_inspection  # noqa: E402
 
 UsageProblem = UsageError  # a wrong command line, named (exit 2)
 
@@ -124,6 +125,7 @@ COMMANDS = {"check-task": check_task, "run": run, "inspect": inspect}
 
 def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit status."""
+    forbid_inspection()  # it holds the keys (its environment): before any child exists
     argv = sys.argv[1:] if argv is None else list(argv)
     out = Output(json="--json" in argv)
     out.command = next((a for a in argv if a in COMMANDS), "")

@@ -54,11 +54,13 @@ def test_the_pool_refuses_a_planted_file_and_touches_nothing_through_it(
     name: str, how: str
 ) -> None:
     directory = make_pool_dir()
+    home = P.view_dir(directory, P.own_view_key())  # where the pool of our view keeps them
+    home.mkdir(mode=0o700)
     victim = directory.parent / f"{directory.name}-victim"
     try:
-        plant(directory, name, how, victim)
+        plant(home, name, how, victim)
         # A reader on the FIFO: a pool that opens it for writing goes on instead of hanging.
-        reader = os.open(directory / name, os.O_RDONLY | os.O_NONBLOCK) if how == "fifo" else None
+        reader = os.open(home / name, os.O_RDONLY | os.O_NONBLOCK) if how == "fifo" else None
         proc = serve(directory)
         try:
             # Either it refuses (exits) or it serves; ask until one of the two is seen.
@@ -79,8 +81,9 @@ def test_the_pool_refuses_a_planted_file_and_touches_nothing_through_it(
             assert victim.read_bytes() == VICTIM
     finally:
         victim.unlink(missing_ok=True)
-        for entry in directory.iterdir():
+        for entry in home.iterdir():
             entry.unlink()
+        home.rmdir()
         directory.rmdir()
 
 

@@ -9,8 +9,6 @@ same-user process (a shell the model started among them) may read /proc/PID/envi
 them. Dumpability resets on exec, so the shells the tool worker starts stay ordinary processes.
 """
 
-import contextlib as _contextlib
-import ctypes as _ctypes
+from protocol.inspection import forbid_inspection as _forbid_inspection
 
-with _contextlib.suppress(OSError, AttributeError):
-    _ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE, 0
+_forbid_inspection()

@@ -25,6 +25,7 @@ import threading  # noqa: E402
 from typing import Any  # noqa: E402
 
 from jev_harness.run_options import UsageError, add_run_options, check_limits, json_arg  # noqa: E402
+from protocol.inspection import forbid_inspection  # noqa: E402
 
 STOP_GRACE_S = 5.0  # a call in flight at shutdown gets this long before its worker is killed
 
@@ -197,6 +198,7 @@ def run(argv: list[str], mcp_out: int, say: Any) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the server; returns the exit status (0 after a clean stop, 2 if it cannot start)."""
+    forbid_inspection()  # it holds the keys (its environment): before any child exists
     mcp_out = os.dup(sys.stdout.fileno())  # MCP frames only; fd 1 now goes to stderr
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     redactor = _redactor()

@@ -9,6 +9,7 @@ from typing import Any
 
 from kernel.errors import ConfigError
 from kernel.store.redact import environment_secrets
+from protocol.inspection import forbid_inspection
 
 JEV_CONTEXT_LIMIT = 28000
 OFFLOAD_POLICIES = ("deterministic", "off")
@@ -80,7 +81,9 @@ class Settings:
 
     @classmethod
     def environment(cls, env: Mapping[str, str] | None = None) -> Settings:
-        """Read and validate settings; keys are checked later, only when a model is needed."""
+        """Read and validate settings; keys are checked later, only when a model is needed.
+        The process holds keys from here on (an embedding program too): it turns non-dumpable."""
+        forbid_inspection()
         env = os.environ if env is None else env
         flash_key_name = "FLASH_API_KEY" if env.get("FLASH_API_KEY") else "DEEPSEEK_API_KEY"
         settings = cls(

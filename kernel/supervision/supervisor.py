@@ -7,8 +7,6 @@ replies to the one waiting `request`. Whatever happens, `close()` leaves no proc
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
 import os
 import sys
 import threading
@@ -28,24 +26,13 @@ from kernel.supervision.restart import (
 from kernel.supervision.runtime import make_runtime_dir
 from kernel.supervision.waits import waiting
 from kernel.supervision.wire import Death, WireThread
+from protocol.inspection import forbid_inspection
 from protocol.messages import Cancel, Failed, Progress, Ready, Shutdown
 from protocol.secrets import KERNEL_ONLY_VARIABLES, KEY_VARIABLES
 from protocol.spawn import TOKEN_ENV
 
 ROOT = Path(__file__).resolve().parents[2]
 IPC_PATH_MAX = 107  # sun_path is 108 bytes including the NUL
-_PR_SET_DUMPABLE = 4
-
-
-def forbid_inspection() -> None:
-    """Make this process non-dumpable (PR_SET_DUMPABLE 0): a same-user process, a shell the
-    model started among them, can then read neither /proc/PID/environ nor /proc/PID/mem of it.
-
-    It holds the keys (issue 9, item 3). Root ignores the flag; core dumps and same-user
-    debuggers (py-spy, gdb -p) are refused too. Idempotent; a no-op where prctl is missing.
-    """
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
 
 
 class Worker:
