@@ -6,14 +6,19 @@ forks are real but cheap; the fake worker (tests/fakes/worker.py) stands in for 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
 import os
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
@@ -24,7 +29,17 @@ from kernel.supervision import pool_client
 from kernel.supervision.supervisor import Worker, WorkerDied
 from protocol import pool as P
 from protocol.messages import RunTool
-from tests.support.warm import ROOT, PoolProc, children_of, gone, make_pool_dir, private_pool
+from tests.support.warm import (
+    ROOT,
+    Impostor,
+    PoolProc,
+    children_of,
+    gone,
+    make_pool_dir,
+    private_pool,
+    view_key_of,
+)
+from workers import pool_child
 
 
 def holding(marker: str) -> list[psutil.Process]:
@@ -148,28 +163,19 @@ def test_killing_the_pool_never_fails_a_worker(short_tmp: Path, when: str) -> No
 def test_a_pool_that_dies_during_the_request_means_a_cold_spawn(
     short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A stand-in pool reads the request and dies (closes) without answering."""
+    """A stand-in pool (one that passes the kernel's checks) reads the request and dies
+    (closes) without answering."""
     directory = make_pool_dir()
-    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(str(directory / "pool.sock"))
-    listener.listen(1)
-
-    def die_mid_request() -> None:
-        conn, _ = listener.accept()
-        socket.recv_fds(conn, 65536, 4)
-        conn.close()
-
-    thread = threading.Thread(target=die_mid_request)
-    thread.start()
+    impostor = Impostor(directory, answer=None)
     monkeypatch.setenv("JMP_WARM", "1")
     monkeypatch.setenv("JMP_WARM_DIR", str(directory))
     try:
         with fake(short_tmp) as worker:
             worker.wait_ready(60)
             assert psutil.Process(worker.pid).ppid() == os.getpid()
+        assert impostor.received()["fds"] == 3 + len(P.namespaces())  # it had the request
     finally:
-        thread.join(10)
-        listener.close()
+        impostor.kill()
         shutil.rmtree(directory, ignore_errors=True)
 
 
@@ -293,3 +299,481 @@ def test_a_forked_worker_has_the_kernels_resource_limits_not_the_pools(short_tmp
         with fake(short_tmp) as worker:
             worker.wait_ready(60)
             assert resource.prlimit(worker.pid, resource.RLIMIT_FSIZE) == mine
+
+
+# ---- issue 20 item 1: a forked worker carries its kernel's credentials and confinement --------
+
+# What a person may run jmp under; each differs from an unconfined pool's view.
+CONFINED = {
+    "no_new_privs": ["setpriv", "--no-new-privs"],
+    "no_capabilities": ["setpriv", "--bounding-set=-all", "--inh-caps=-all"],
+    "seccomp": [sys.executable, "-m", "tests.support.confine", "--seccomp", "--"],
+}
+ROOT_ONLY = pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None or shutil.which("unshare") is None,
+    reason="needs root, setpriv and unshare (capability sets, seccomp and namespaces)",
+)
+# A kernel: start one fake tool worker, say whose it is, hold it until stdin closes.
+VIEW_KERNEL = textwrap.dedent(
+    """
+    import json, os, resource, sys
+    from kernel.supervision.supervisor import Worker
+    if len(sys.argv) > 2:  # the settings a fork must take on, not match
+        os.umask(0o027)
+        os.nice(3)
+        os.sched_setaffinity(0, sorted(os.sched_getaffinity(0))[-1:])
+        resource.setrlimit(resource.RLIMIT_NOFILE, (777, 888))
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        if sys.argv[2]:
+            with open(sys.argv[2], "w") as procs:  # join the test's cgroup
+                procs.write(str(os.getpid()))
+    w = Worker("tool", sys.argv[1], env={"JMP_FAKE_MODE": "ok"}, module="tests.fakes.worker")
+    w.start()
+    w.wait_ready(60)
+    print(json.dumps({"kernel": os.getpid(), "worker": w.pid}), flush=True)
+    sys.stdin.read()
+    w.close()
+    """
+)
+
+
+@contextlib.contextmanager
+def kernel_under(wrap: list[str], runtime: Path, *extra: str) -> Iterator[tuple[int, int]]:
+    """A kernel process under `wrap` with one fake worker: (kernel pid, worker pid)."""
+    proc = subprocess.Popen(
+        [*wrap, sys.executable, "-c", VIEW_KERNEL, str(runtime), *extra],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=str(ROOT),
+        env=os.environ | {"PYTHONPATH": str(ROOT)},
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    try:
+        ids = json.loads(proc.stdout.readline() or "{}")
+        assert ids, f"the kernel under {wrap} exited {proc.wait()}"
+        yield ids["kernel"], ids["worker"]
+    finally:
+        proc.stdin.close()
+        proc.wait(60)
+        proc.stdout.close()
+
+
+def view_of(pid: int) -> dict[str, str]:
+    """What a process's children inherit and cannot shed, and its umask."""
+    with open(f"/proc/{pid}/status") as status:
+        umask = next(line.split()[1] for line in status if line.startswith("Umask:"))
+    return P.confinement(pid) | {"Umask": umask}
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("confinement", sorted(CONFINED))
+def test_a_confined_kernel_gets_a_worker_with_its_own_confinement_never_the_pools(
+    short_tmp: Path, confinement: str
+) -> None:
+    """Issue 20 item 1. An unconfined pool (one an unconfined kernel started) serves no kernel
+    under setpriv or seccomp: until a pool of its own view answers, such a kernel spawns cold;
+    then that pool (one it started, so confined alike) forks for it. Either way the worker has
+    the kernel's capability sets, no_new_privs and seccomp mode, never the pool's."""
+    wrap = CONFINED[confinement]
+    with private_pool() as pool:
+        view = view_key_of(wrap)
+        assert view != pool.view
+        home = P.view_dir(pool.dir, view)
+        home.mkdir(mode=0o700)
+        lock = os.open(home / "pool.lock", os.O_RDWR | os.O_CREAT, 0o600)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a pool of that view is starting: none is launched
+        try:
+            with kernel_under(wrap, short_tmp / "k1") as (kernel, worker):
+                assert view_of(worker) == view_of(kernel) != view_of(pool.pid)
+                assert psutil.Process(worker).ppid() == kernel  # cold
+        finally:
+            os.close(lock)
+        confined = PoolProc(pool.dir, wrap=wrap)  # the pool such a kernel starts
+        try:
+            with kernel_under(wrap, short_tmp / "k2") as (kernel, worker):
+                assert view_of(worker) == view_of(kernel)
+                assert psutil.Process(worker).ppid() == confined.pid  # warm
+            with fake(short_tmp) as worker:  # an unconfined kernel: the unconfined pool
+                worker.wait_ready(60)
+                assert psutil.Process(worker.pid).ppid() == pool.pid
+        finally:
+            confined.kill()
+
+
+# A raw client of the pool protocol: one Spawn of a fake worker, the answer printed.
+RAW_SPAWN = textwrap.dedent(
+    """
+    import os, socket, sys
+    from kernel.supervision import pool_client
+    from protocol.inspection import forbid_inspection
+    if sys.argv[2] == "hidden":
+        forbid_inspection()  # as a kernel is: a pool without CAP_SYS_PTRACE cannot look inside
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.settimeout(30)
+    sock.connect(sys.argv[1])
+    null = os.open(os.devnull, os.O_RDWR)
+    argv = [sys.executable, "-m", "tests.fakes.worker", "ipc:///nowhere"]
+    reply = pool_client._request(sock, argv, {}, [null, null], None)
+    print(type(reply).__name__, getattr(reply, "code", "-"), getattr(reply, "detail", "-"))
+    """
+)
+
+
+def raw_spawn(wrap: list[str], sock: Path, hidden: bool = False) -> list[str]:
+    done = subprocess.run(
+        [*wrap, sys.executable, "-c", RAW_SPAWN, str(sock), "hidden" if hidden else "open"],
+        capture_output=True,
+        text=True,
+        cwd=str(ROOT),
+        env=os.environ | {"PYTHONPATH": str(ROOT)},
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.split(maxsplit=2)
+
+
+NET = ["unshare", "--net"]
+
+
+@ROOT_ONLY
+@pytest.mark.parametrize("confinement", [*sorted(CONFINED), "net_namespace"])
+def test_the_pool_itself_refuses_a_kernel_confined_otherwise(confinement: str) -> None:
+    """The pool never relies on the kernel finding the right socket: it reads the caller's
+    view from the caller's /proc entry (SO_PEERCRED pid) and the namespace fds it sent."""
+    with private_pool() as pool:
+        answer = raw_spawn(CONFINED.get(confinement, NET), pool.sock)
+        assert answer[:2] == ["Refused", "confined"], answer
+        assert not children_of(pool.pid)
+
+
+@ROOT_ONLY
+def test_a_kernel_the_pool_cannot_look_into_proves_its_namespaces_with_the_fds_it_sends() -> None:
+    """As for every user but root: a pool without CAP_SYS_PTRACE cannot read the namespace
+    links of a non-dumpable kernel; the namespace fds the kernel sent decide."""
+    wrap = CONFINED["no_capabilities"]
+    directory = make_pool_dir()
+    pool = PoolProc(directory, wrap=wrap)
+    try:
+        assert raw_spawn(wrap, pool.sock, hidden=True)[0] == "Spawned"
+        answer = raw_spawn([*NET, *wrap], pool.sock, hidden=True)
+        assert answer[:2] == ["Refused", "confined"] and "net namespace" in answer[2], answer
+    finally:
+        pool.kill()
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def cgroup_of_this_test() -> Iterator[Path | None]:
+    """A fresh child cgroup (pids v1, else v2) of ours: its cgroup.procs, or None if none can
+    be made here. Removed at the end."""
+    made: Path | None = None
+    with open("/proc/self/cgroup") as f:
+        mine = dict(line.rstrip("\n").split(":", 2)[1:] for line in f)
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            fields = line.split()
+            sep = fields.index("-")
+            kind, options = fields[sep + 1], fields[sep + 3].split(",")
+            controllers = "" if kind == "cgroup2" else "pids" if "pids" in options else None
+            if controllers is None or controllers not in mine or fields[3] != "/":
+                continue
+            with contextlib.suppress(OSError):
+                made = Path(fields[4] + mine[controllers]) / f"jmp-test-{os.getpid()}"
+                made.mkdir()
+                break
+            made = None
+    try:
+        yield None if made is None else made / "cgroup.procs"
+    finally:
+        if made is not None:
+            for _ in range(200):  # the processes in it are gone; the kernel frees it lazily
+                try:
+                    made.rmdir()
+                    break
+                except OSError:
+                    threading.Event().wait(0.05)
+
+
+def test_a_forked_worker_takes_on_its_kernels_umask_priority_cpus_limits_and_cgroup(
+    short_tmp: Path,
+) -> None:
+    """What a cold child inherits and a fork of the pool does not: the worker takes it on from
+    its kernel before the pool says Spawned (the resource limits were the first found)."""
+    with (
+        private_pool() as pool,
+        cgroup_of_this_test() as procs,
+        kernel_under([], short_tmp / "k", str(procs or "")) as (kernel, worker),
+    ):
+        assert psutil.Process(worker).ppid() == pool.pid  # warm: nothing here is matched
+        theirs, ours = pool_child.read_kernel(worker), pool_child.read_kernel(kernel)
+        pools = pool_child.read_kernel(pool.pid)
+        assert theirs is not None and ours is not None and pools is not None
+        assert theirs.umask == ours.umask == 0o027
+        assert theirs.nice == ours.nice != pools.nice
+        assert theirs.cpus == ours.cpus
+        assert theirs.limits == ours.limits != pools.limits
+        assert theirs.cgroups == ours.cgroups
+        if procs is not None:
+            assert theirs.cgroups != pools.cgroups
+            assert any(procs.parent.name in line for line in theirs.cgroups)
+
+
+def test_a_cgroup_a_fork_cannot_join_is_named() -> None:
+    with open("/proc/self/cgroup") as f:
+        mine = [line.rstrip("\n") for line in f]
+    wanted = [f"{line.rsplit(':', 1)[0]}:/no-such-cgroup-for-jmp" for line in mine]
+    with pytest.raises(pool_child.TakeOnError, match="no-such-cgroup-for-jmp"):
+        pool_child._move_cgroups(tuple(wanted))
+
+
+# ---- issue 20 item 3: the pool as a key path -------------------------------------------------
+
+KEY = "jevkey-in-the-pool-heap-Zq81Lx0Pm4"
+
+
+def memory_holds(pid: int, needle: bytes) -> bool:
+    """Does any writable mapping of `pid` (its heaps, anonymous memory) hold `needle`? Root
+    reads /proc/PID/mem of a non-dumpable process too."""
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", 0) as mem:
+        for line in maps:
+            span, perms = line.split()[:2]
+            if not perms.startswith("rw"):
+                continue
+            start, end = (int(x, 16) for x in span.split("-"))
+            with contextlib.suppress(OSError, ValueError, OverflowError):
+                mem.seek(start)
+                if needle in mem.read(end - start):
+                    return True
+    return False
+
+
+def test_no_byte_of_a_kernels_environment_reaches_the_pool_or_a_later_fork(
+    short_tmp: Path,
+) -> None:
+    """Issue 20 item 3(b): a fork inherits the pool's heap, so nothing of a kernel's
+    environment may ever be decoded there; it reaches the worker on a pipe the pool only
+    passes along."""
+    with private_pool() as pool:
+        with fake(short_tmp, TYPESAFE_API_KEY=KEY) as first:
+            first.wait_ready(60)
+            assert psutil.Process(first.pid).ppid() == pool.pid
+            assert memory_holds(first.pid, KEY.encode())  # the worker has it: the scan works
+        assert not memory_holds(pool.pid, KEY.encode())
+        with fake(short_tmp) as second:
+            second.wait_ready(60)
+            assert psutil.Process(second.pid).ppid() == pool.pid
+            assert not memory_holds(second.pid, KEY.encode())
+        assert KEY not in pool.log()
+
+
+def test_the_pool_forks_only_jmp_workers(short_tmp: Path) -> None:
+    """Issue 20 item 3(b): `timeit` with setup code, or any module, is not forked."""
+    ran = short_tmp / "ran"
+    setup = f"open({str(ran)!r}, 'w').write('ran')"
+    with private_pool() as pool, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+        sock.settimeout(30)
+        sock.connect(str(pool.sock))
+        null = os.open(os.devnull, os.O_RDWR)
+        try:
+            argv = [sys.executable, "-m", "timeit", "-s", setup, "pass"]
+            reply = pool_client._request(sock, argv, {}, [null, null], None)
+        finally:
+            os.close(null)
+        assert isinstance(reply, P.Refused) and reply.code == "module", reply
+        assert "'timeit' is not a jmp worker" in reply.detail
+        assert not children_of(pool.pid) and not ran.exists()
+
+
+def test_a_kernel_sends_nothing_to_a_pool_socket_that_is_not_a_jmp_pool(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 20 item 3(a): a process of ours bound to the pool's socket, not a jmp pool (here
+    this test process): the kernel checks the listener before it sends a byte, spawns cold."""
+    directory = make_pool_dir()
+    home = P.view_dir(directory, P.own_view_key())
+    home.mkdir(mode=0o700)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(home / "pool.sock"))
+    listener.listen(1)
+    got: dict[str, Any] = {}
+
+    def listen() -> None:
+        conn, _ = listener.accept()
+        conn.settimeout(60)
+        data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 32)
+        got.update(data=data, fds=len(fds))
+        for fd in fds:
+            os.close(fd)
+        conn.close()
+
+    thread = threading.Thread(target=listen)
+    thread.start()
+    monkeypatch.setenv("JMP_WARM", "1")
+    monkeypatch.setenv("JMP_WARM_DIR", str(directory))
+    try:
+        with fake(short_tmp, TYPESAFE_API_KEY=KEY) as worker:
+            worker.wait_ready(60)
+            assert psutil.Process(worker.pid).ppid() == os.getpid()  # cold
+    finally:
+        thread.join(60)
+        listener.close()
+        shutil.rmtree(directory, ignore_errors=True)
+    assert got == {"data": b"", "fds": 0}
+
+
+def test_an_impostor_that_passes_every_check_gets_no_key_in_the_request_and_its_text_is_inert(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 20 item 3(a): what README "Secrets and the shell" says a same-user impostor gets.
+    A process of ours set on passing the kernel's checks receives the request, which names no
+    key, and the worker's environment pipe, which holds that worker's key; what it answers is
+    shown inert (terminal escapes escaped) and the kernel spawns cold."""
+    directory = make_pool_dir()
+    detail = "\x1b]0;pwned-title\x07\x1b[2Jbusy-7741"
+    impostor = Impostor(directory, P.Refused(code="busy", detail=detail, pool_pid=1))
+    monkeypatch.setenv("JMP_WARM", "1")
+    monkeypatch.setenv("JMP_WARM_DIR", str(directory))
+    try:
+        with fake(short_tmp, TYPESAFE_API_KEY=KEY) as worker:
+            worker.wait_ready(60)
+            assert psutil.Process(worker.pid).ppid() == os.getpid()  # cold
+        got = impostor.received()
+    finally:
+        impostor.kill()
+        shutil.rmtree(directory, ignore_errors=True)
+    assert KEY.encode() not in got["frame"]
+    assert KEY.encode() in got["env"]  # the limit README states
+    err = capsys.readouterr().err
+    assert "busy-7741" in err and "\x1b" not in err and "\x07" not in err
+    assert "\\x1b]0;pwned-title\\x07" in err
+
+
+# ---- issue 20 item 11: pool robustness ---------------------------------------------------------
+
+
+def _closed(sock: socket.socket) -> bool:
+    """Read until the pool closes the connection (EOF or reset)."""
+    sock.settimeout(60)
+    try:
+        while sock.recv(4096):
+            pass
+    except ConnectionResetError:
+        pass
+    return True
+
+
+def test_one_slow_client_stalls_no_other_kernel(short_tmp: Path) -> None:
+    """A client that trickles a frame a byte at a time: other kernels are served warm
+    meanwhile, and the slow one is let go once its frame is FRAME_S late."""
+    with private_pool() as pool, socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as slow:
+        slow.connect(str(pool.sock))
+        slow.sendall(struct.pack(">I", 200))  # a frame of 200 bytes, at 2 bytes a second
+        stop = threading.Event()
+
+        def trickle() -> None:
+            while not stop.wait(0.5):
+                with contextlib.suppress(OSError):
+                    slow.send(b"\0")
+
+        thread = threading.Thread(target=trickle)
+        thread.start()
+        try:
+            with fake(short_tmp) as worker:
+                worker.wait_ready(60)
+                assert psutil.Process(worker.pid).ppid() == pool.pid
+            assert _closed(slow)
+            assert "no whole frame" in pool.log()
+        finally:
+            stop.set()
+            thread.join()
+
+
+def _fd_targets(pid: int) -> list[str]:
+    found = []
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        with contextlib.suppress(OSError):
+            found.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return found
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [struct.pack(">I", P.MAX_FRAME + 1) + b"\0" * 16, struct.pack(">I", 3) + b"\xc1\xc1\xc1"],
+    ids=["too_large", "undecodable"],
+)
+def test_fds_sent_with_a_bad_frame_are_closed_and_reach_no_fork(
+    short_tmp: Path, frame: bytes
+) -> None:
+    marker = short_tmp / "sent-with-a-bad-frame"
+    marker.write_text("x")
+    with private_pool() as pool:
+        fd = os.open(marker, os.O_RDONLY)
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+                sock.connect(str(pool.sock))
+                socket.send_fds(sock, [frame], [fd])
+                assert _closed(sock)  # refused: the pool has handled the frame
+        finally:
+            os.close(fd)
+        assert str(marker) not in _fd_targets(pool.pid)
+        with fake(short_tmp) as worker:
+            worker.wait_ready(60)
+            assert psutil.Process(worker.pid).ppid() == pool.pid
+            assert str(marker) not in _fd_targets(worker.pid)
+
+
+def test_running_out_of_descriptors_at_accept_does_not_end_the_pool(short_tmp: Path) -> None:
+    import resource
+
+    with private_pool() as pool:
+        while "anon_inode:[pidfd]" in _fd_targets(pool.pid):
+            threading.Event().wait(0.05)  # the status connection PoolProc asked on is not gone
+        used = {int(fd) for fd in os.listdir(f"/proc/{pool.pid}/fd")}
+        limit = next(n for n in range(4096) if n - len({fd for fd in used if fd < n}) == 2)
+        hard = resource.prlimit(pool.pid, resource.RLIMIT_NOFILE)[1]
+        resource.prlimit(pool.pid, resource.RLIMIT_NOFILE, (limit, hard))  # 2 descriptors free
+        clients = []
+        try:
+            for _ in range(4):  # the first takes both (socket, pidfd); accept fails after
+                client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                client.connect(str(pool.sock))
+                clients.append(client)
+            assert _closed(clients[-1])  # the one over the limit was closed, not left hanging
+        finally:
+            for client in clients:
+                client.close()
+        resource.prlimit(pool.pid, resource.RLIMIT_NOFILE, (hard, hard))
+        assert pool.proc.poll() is None, "the pool exited"
+        assert "out of file descriptors" in pool.log()
+        with fake(short_tmp) as worker:
+            worker.wait_ready(60)
+            assert psutil.Process(worker.pid).ppid() == pool.pid
+
+
+def test_a_warm_worker_whose_pool_died_is_killed_by_its_pidfd_never_by_a_reused_pid() -> None:
+    """Once its pool has died, init reaps a forked worker: its pid may then name another
+    process. Burying the worker signals it through the pidfd the kernel holds, never the pid
+    (nor its group once the number names another process)."""
+    from kernel.supervision.proctree import TreeRecord
+    from kernel.supervision.wire import WireThread
+
+    worker = subprocess.Popen(["true"])
+    pidfd = os.pidfd_open(worker.pid)
+    worker.wait()  # it exited and was reaped, as init reaps an orphan
+    victim = subprocess.Popen(["sleep", "60"])  # the process that got its pid
+    pool_end, ours = socket.socketpair()
+    pool_end.close()  # the dead pool's side of the connection
+    proc = pool_client.WarmProc.__new__(pool_client.WarmProc)
+    proc.pid, proc.conn, proc.pidfd, proc.stdout, proc.stderr = victim.pid, ours, pidfd, None, None
+    tree = TreeRecord(victim.pid, token="never-inherited")
+    tree.root_start = -1  # recorded when the worker started: not the victim's start time
+    wire = WireThread("tool", "ipc:///nowhere", [], {}, "never-inherited")
+    try:
+        wire._bury(proc, tree, "closed by the kernel")
+        assert victim.poll() is None, "the process that reused the pid was killed"
+        assert wire.death is not None and wire.death.exit_code is None
+    finally:
+        wire.stop()
+        victim.kill()
+        victim.wait()

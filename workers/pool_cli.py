@@ -34,13 +34,15 @@ from workers.pool import _SELF, LOCK_WAIT_S, Pool, log, read_frame
 START_WAIT_S = 300.0  # the first import of OpenHands on a busy machine
 
 
-def ask(directory: Path, msg: P.AnyPoolMsg, timeout_s: float = 5.0) -> P.AnyPoolMsg | None:
-    """One request/answer on a fresh connection to the pool of our view in `directory`; None
-    when no pool answers."""
+def ask(
+    directory: Path, msg: P.AnyPoolMsg, timeout_s: float = 5.0, view: str | None = None
+) -> P.AnyPoolMsg | None:
+    """One request/answer on a fresh connection to the pool of our view (or of `view`) in
+    `directory`; None when no pool answers."""
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout_s)
-            sock.connect(str(P.view_dir(directory, P.own_view_key()) / "pool.sock"))
+            sock.connect(str(P.view_dir(directory, view or P.own_view_key()) / "pool.sock"))
             sock.sendall(P.encode(msg))
             if isinstance(msg, P.Stop):
                 return msg

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import select
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import psutil
@@ -28,16 +29,33 @@ FAKE = ("tests.fakes.worker",)  # the test pools fork the fake worker too
 _POOL_DIR = re.compile(r"jw[a-z]*-(\d+)-(\d+)-[A-Za-z0-9_]+")
 
 
-def ask_status(directory: Path) -> P.State | None:
+def ask_status(directory: Path, view: str | None = None) -> P.State | None:
+    """The state of the pool of our view (or of `view`) in `directory`, None if none answers."""
     from workers.pool_cli import ask
 
-    state = ask(directory, P.Status(), timeout_s=5.0)
+    state = ask(directory, P.Status(), timeout_s=5.0, view=view)
     return state if isinstance(state, P.State) else None
 
 
+def view_key_of(wrap: Sequence[str]) -> str:
+    """The confinement view (`P.view_key`) of a process started under `wrap` (e.g. `setpriv
+    --no-new-privs`): the name of the dir its pool lives in."""
+    code = "from protocol import pool as P; print(P.own_view_key())"
+    done = subprocess.run(
+        [*wrap, sys.executable, "-c", code],
+        cwd=str(ROOT),
+        env=os.environ | {"PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return done.stdout.strip()
+
+
 class PoolProc:
-    """`python -m workers.pool serve DIR` as a child of the test (not detached). `home` is where
-    the pool of the test's view keeps its socket, lock, pid file and log."""
+    """`python -m workers.pool serve DIR` as a child of the test (not detached), under `wrap`
+    when given (a confined pool, as a kernel so confined starts). `home` is where the pool of
+    its view keeps its socket, lock, pid file and log."""
 
     def __init__(
         self,
@@ -46,15 +64,17 @@ class PoolProc:
         root: Path = ROOT,
         ready_s: float = 100,
         idle_s: float = 600,
+        wrap: Sequence[str] = (),
     ) -> None:
         self.dir = directory
-        self.home = P.view_dir(directory, P.own_view_key())
+        self.view = view_key_of(wrap) if wrap else P.own_view_key()
+        self.home = P.view_dir(directory, self.view)
         self.sock = self.home / "pool.sock"
         env = P.pool_env(os.environ) | {"PYTHONPATH": str(root)}
-        argv = P.serve_argv(sys.executable, directory, idle_s, preload, FAKE)
+        argv = [*wrap, *P.serve_argv(sys.executable, directory, idle_s, preload, FAKE)]
         self.proc = subprocess.Popen(argv, env=env, cwd=str(root), stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + ready_s
-        while (state := ask_status(directory)) is None:  # the socket answers once imported
+        while (state := ask_status(directory, self.view)) is None:  # answers once imported
             assert self.proc.poll() is None, f"pool exited {self.proc.returncode}"
             assert time.monotonic() < deadline, "pool did not answer"
             time.sleep(0.05)
@@ -327,3 +347,66 @@ def suite_pool(directory: Path, ready_s: float = 120) -> int:
         assert time.monotonic() < deadline, "the suite's pool did not answer"
         time.sleep(0.05)
     return state.pid
+
+
+IMPOSTOR = """
+import json, os, socket, sys
+from pathlib import Path
+import workers  # non-dumpable, as a jmp pool is
+from workers import pool_child
+from protocol import pool as P
+directory, view, out, answer = sys.argv[1:5]
+pool_child.set_title(P.TITLE[:15], [P.TITLE, directory, view])
+home = P.view_dir(Path(directory), view)
+home.mkdir(mode=0o700, exist_ok=True)
+listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+listener.bind(str(home / "pool.sock"))
+listener.listen(1)
+print("ready", flush=True)
+conn, _ = listener.accept()
+data, fds, _flags, _addr = socket.recv_fds(conn, 1 << 20, 32)
+env = b""
+if len(fds) > 2:
+    while chunk := os.read(fds[2], 65536):
+        env += chunk
+Path(out).write_text(json.dumps({"frame": data.hex(), "env": env.hex(), "fds": len(fds)}))
+if answer:
+    conn.sendall(bytes.fromhex(answer))
+conn.close()
+"""
+
+
+class Impostor:
+    """A process of ours that takes the socket of the pool of our view in `directory` and
+    passes every check a kernel can make (our uid, the pool's title, our interpreter,
+    non-dumpable): a same-user process set on impersonating the pool. It accepts one
+    connection, keeps what it received (`received()`), answers `answer` (None: it just
+    closes) and exits."""
+
+    def __init__(self, directory: Path, answer: P.AnyPoolMsg | None = None) -> None:
+        self.out = directory / "impostor.json"
+        reply = P.encode(answer).hex() if answer is not None else ""
+        argv = [sys.executable, "-c", IMPOSTOR, str(directory), P.own_view_key(), str(self.out)]
+        self.proc = subprocess.Popen(
+            [*argv, reply, "--pad=" + "-" * 300],
+            cwd=str(ROOT),
+            env=os.environ | {"PYTHONPATH": str(ROOT)},
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline().strip() == "ready"
+
+    def received(self, timeout_s: float = 30) -> dict[str, bytes | int]:
+        """What the one connection brought: the frame's bytes, the environment pipe's bytes,
+        the number of fds."""
+        self.proc.wait(timeout_s)
+        got = json.loads(self.out.read_text())
+        return {**got, "frame": bytes.fromhex(got["frame"]), "env": bytes.fromhex(got["env"])}
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        self.proc.wait()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
