@@ -6,6 +6,7 @@ forks are real but cheap; the fake worker (tests/fakes/worker.py) stands in for 
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import fcntl
 import json
@@ -777,3 +778,68 @@ def test_a_warm_worker_whose_pool_died_is_killed_by_its_pidfd_never_by_a_reused_
         wire.stop()
         victim.kill()
         victim.wait()
+
+
+# The bash tool's command: its own view, then everything it can read of every environment,
+# only base64-encoded (so no redactor can hide what it found). One line (OpenHands refuses more).
+SHELL_VIEW = (
+    "grep -E '^(CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|Seccomp_filters|Umask):'"
+    ' /proc/self/status; echo "B64 $(cat /proc/[0-9]*/environ 2>/dev/null | base64 -w0)"'
+)
+
+
+def shell_view(wrap: list[str]) -> dict[str, str]:
+    """The /proc/self/status lines SHELL_VIEW prints, for a command exec'd under `wrap`."""
+    done = subprocess.run([*wrap, "cat", "/proc/self/status"], capture_output=True, text=True)
+    fields = ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs", "Seccomp", "Umask")
+    return {
+        name: " ".join(value.split())
+        for name, _, value in (line.partition(":") for line in done.stdout.splitlines())
+        if name in (*fields, "Seccomp_filters")
+    }
+
+
+@ROOT_ONLY
+@pytest.mark.timeout(500)
+@pytest.mark.parametrize("confinement", ["no_capabilities", "no_new_privs"])
+def test_a_confined_run_on_the_warm_path_gets_a_shell_with_its_kernels_confinement(
+    confinement: str,
+) -> None:
+    """Issue 20 item 1, end to end: `jmp` run as root under setpriv on the default (warm)
+    path, with an unconfined pool (one an unconfined kernel started) in the same runtime dir.
+    The bash tool's shell has the kernel's capability sets and no_new_privs, not the pool's,
+    and (without capabilities) reads no key from any process's environment. Its tool worker
+    is forked by the pool of its own view (started as such a kernel starts it)."""
+    from tests.servers.flash import FlashServer
+    from tests.servers.jev import JevServer
+    from tests.support.cli import FLASH_KEY, JEV_KEY, Cli, short_dir, tool_call
+
+    wrap = CONFINED[confinement]
+    tmp = short_dir()
+    with JevServer() as jev, FlashServer() as flash, private_pool() as pool:
+        cli = Cli(tmp, jev, flash)
+        confined = PoolProc(pool.dir, preload="tool", wrap=wrap, ready_s=400)
+        try:
+            jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
+            flash.queue([tool_call(command=SHELL_VIEW), {"text": "Looked."}])
+            argv = cli.argv("--workspace", str(cli.workspace), "--no-mcp", "look around")
+            run = cli.exec([*wrap, *argv], timeout=400)
+            assert run.code == 0, run.stderr[-3000:]
+            finished = run.of("tool_finished")[0]
+            output = (cli.home / run.result["session_id"] / finished["full_output"]).read_text()
+            assert "forked workers.tool" in confined.log()  # warm, from its own view's pool
+            assert "forked" not in pool.log()
+        finally:
+            confined.kill()
+    shutil.rmtree(tmp, ignore_errors=True)
+    seen = {
+        name: " ".join(value.split())
+        for name, _, value in (line.partition(":") for line in output.splitlines())
+        if name in shell_view(wrap)
+    }
+    assert seen == shell_view(wrap) != shell_view([])
+    (dump,) = [line[4:] for line in output.splitlines() if line.startswith("B64 ")]
+    environments = base64.b64decode(dump)
+    assert b"PATH=" in environments  # it did read environments (its own at least)
+    if confinement == "no_capabilities":  # (root with every capability reads every /proc)
+        assert JEV_KEY.encode() not in environments and FLASH_KEY.encode() not in environments
