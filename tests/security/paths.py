@@ -9,6 +9,7 @@ and name the product class that implements it in `IMPLEMENTS` (test_coverage.py 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import psutil
@@ -24,8 +25,9 @@ class SpawnPath:
     def env(self) -> dict[str, str]:
         raise NotImplementedError
 
-    def prepare(self) -> None:
-        """Before a run: make the path available (e.g. the pool answers)."""
+    def prepare(self, wrap: Sequence[str] = ()) -> None:
+        """Before a run whose front end runs under `wrap` (its confinement): make the path
+        available (e.g. the pool of that confinement answers)."""
 
     def parent_kind(self, parent: psutil.Process | None, kernel_pid: int) -> str:
         """What a worker's parent was: "pool", "kernel" or "other"."""
@@ -45,7 +47,8 @@ class SpawnPath:
 class Warm(SpawnPath):
     """Forked by a warm pool: the suite's own (tests/conftest.py), private to this test run,
     every kind preloaded, started by the unconfined test process, as a user's first unconfined
-    run starts it."""
+    run starts it; for a confined run, the suite's pool of that confinement, started under
+    it, as such a run starts it (a pool serves only kernels confined as it is)."""
 
     name = "warm"
     expected_parent = "pool"
@@ -56,8 +59,8 @@ class Warm(SpawnPath):
     def env(self) -> dict[str, str]:
         return {"JMP_WARM": "1", "JMP_WARM_DIR": str(self.directory())}
 
-    def prepare(self) -> None:
-        suite_pool(self.directory())
+    def prepare(self, wrap: Sequence[str] = ()) -> None:
+        suite_pool(self.directory(), ready_s=300, wrap=wrap)
 
 
 class Cold(SpawnPath):

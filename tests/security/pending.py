@@ -32,7 +32,6 @@ class Pending:
 
 WARM = frozenset({"warm"})
 COLD = frozenset({"cold"})
-ITEM_1 = "issue 20 item 1 (a forked worker runs with the pool's privileges), helper pool"
 ITEM_2 = "issue 20 item 2 (the launch directory is imported), helper paths"
 API_SUMMARY = (
     "found by the matrix: Agent.run returns the final summary unredacted (kernel/loop/agent.py "
@@ -40,9 +39,6 @@ API_SUMMARY = (
 )
 
 PENDING: list[Pending] = [
-    Pending("test_no_key_in_any_environment_it_can_read", ITEM_1, paths=WARM),
-    Pending("test_the_kernels_and_workers_environments_are_unreadable", ITEM_1, paths=WARM),
-    Pending("test_it_runs_as_confined_as_its_kernel", ITEM_1, paths=WARM),
     Pending("test_no_file_of_the_launch_directory_is_imported", ITEM_2, paths=COLD),
     Pending(
         "test_no_file_of_the_launch_directory_is_imported",

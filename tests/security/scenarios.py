@@ -35,7 +35,7 @@ import psutil
 
 from tests.security.frontends import FRONT_ENDS, FrontEnd, Outcome
 from tests.security.paths import PATHS, SpawnPath
-from tests.security.world import ESCAPES, PROBE, World
+from tests.security.world import ESCAPES, PROBE, World, confine
 from tests.support.warm import processes_of, workers_of
 
 SLEEP = "sleep 30.8642"  # the blocked command of the crash scenario; unique on the machine
@@ -234,7 +234,7 @@ def _task(world: World, cell: Cell, scenario: str) -> dict[str, Any]:
 
 
 def _probe(cell: Cell) -> Run:
-    cell.spawn.prepare()
+    cell.spawn.prepare(confine([]))
     world = World(cell.spawn, confined=True, hostile=True)
     try:
         running = cell.fe.start(world, _task(world, cell, "probe"))

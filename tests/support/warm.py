@@ -272,21 +272,23 @@ def _running(pid: int) -> bool:
         os.close(pidfd)
 
 
-def pool_pids(directory: Path) -> list[int]:
-    """Pids of jmp-warm-pool processes serving `directory` (by their title)."""
+def pool_pids(directory: Path, view: str | None = None) -> list[int]:
+    """Pids of jmp-warm-pool processes serving `directory` (by their title), of any view or of
+    `view` only."""
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = [c for c in proc.info["cmdline"] or [] if c]
-        if cmd[:2] == [P.TITLE, str(directory)]:
+        if cmd[:2] == [P.TITLE, str(directory)] and (view is None or cmd[2:3] == [view]):
             found.append(proc.pid)
     return found
 
 
-def launch_pool(directory: Path) -> None:
-    """Start a detached pool (every kind preloaded) serving `directory`, as a kernel would; it
-    answers once its imports are done (kernels spawn cold until then)."""
+def launch_pool(directory: Path, wrap: Sequence[str] = ()) -> None:
+    """Start a detached pool (every kind preloaded) serving `directory`, as a kernel would (one
+    run under `wrap`, e.g. setpriv, when given); it answers once its imports are done (kernels
+    spawn cold until then)."""
     idle = P.idle_timeout(os.environ)
-    argv = [*P.serve_argv(sys.executable, directory, idle, also=FAKE), "--detach"]
+    argv = [*wrap, *P.serve_argv(sys.executable, directory, idle, also=FAKE), "--detach"]
     launcher = subprocess.Popen(
         argv,
         env=P.pool_env(os.environ),
@@ -335,15 +337,17 @@ def pools_in_dirs_made_here() -> list[int]:
     return found
 
 
-def suite_pool(directory: Path, ready_s: float = 120) -> int:
+def suite_pool(directory: Path, ready_s: float = 120, wrap: Sequence[str] = ()) -> int:
     """The pid of the suite's own pool (conftest: every kind preloaded, in `directory`),
     launched now if no pool serves it yet, once it answers. For a test that needs a preloaded
     pool and asserts nothing about the pool's other children (a private one would preload
-    the same SDKs again)."""
-    if not pool_pids(directory):
-        launch_pool(directory)
+    the same SDKs again). With `wrap` (a confinement such as setpriv): the suite's pool of that
+    view, which kernels so confined use (they never use the unconfined one)."""
+    view = view_key_of(wrap) if wrap else P.own_view_key()
+    if not pool_pids(directory, view):
+        launch_pool(directory, wrap)
     deadline = time.monotonic() + ready_s
-    while (state := ask_status(directory)) is None:
+    while (state := ask_status(directory, view)) is None:
         assert time.monotonic() < deadline, "the suite's pool did not answer"
         time.sleep(0.05)
     return state.pid
