@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from kernel.supervision import pool_client
+from protocol import confinement as C
 from protocol import pool as P
 from protocol.own_files import PlantedFile, open_own
 from tests.support.warm import ROOT, ask_status, make_pool_dir
@@ -54,7 +55,7 @@ def test_the_pool_refuses_a_planted_file_and_touches_nothing_through_it(
     name: str, how: str
 ) -> None:
     directory = make_pool_dir()
-    home = P.view_dir(directory, P.own_view_key())  # where the pool of our view keeps them
+    home = P.view_dir(directory, C.own_view_key())  # where the pool of our view keeps them
     home.mkdir(mode=0o700)
     victim = directory.parent / f"{directory.name}-victim"
     try:

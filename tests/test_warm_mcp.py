@@ -14,6 +14,7 @@ import psutil
 import pytest
 
 from kernel.supervision import pool_client
+from protocol import confinement as C
 from protocol import pool as P
 from tests.support.warm import children_of, private_pool, suite_pool
 
@@ -35,7 +36,7 @@ def test_a_tool_worker_with_mcp_servers_is_forked_and_its_mcp_calls_work(
     (short_tmp / "ws").mkdir()
     monkeypatch.setenv("JMP_WARM", "1")
     pool_pid = suite_pool(warm_pool_of_this_session)
-    log_path = P.view_dir(warm_pool_of_this_session, P.own_view_key()) / "pool.log"
+    log_path = P.view_dir(warm_pool_of_this_session, C.own_view_key()) / "pool.log"
     log_before = log_path.read_text() if log_path.exists() else ""
     tools = Tools(short_tmp / "ws", short_tmp / "terminal", load_servers(short_tmp / "mcp.json"))
     try:

@@ -27,8 +27,9 @@ import msgspec
 import psutil
 import pytest
 
-from kernel.supervision import pool_client
+from kernel.supervision import pool_checks, pool_client
 from kernel.supervision.supervisor import Worker, WorkerDied
+from protocol import confinement as C
 from protocol import pool as P
 from protocol.messages import RunTool
 from tests.support.warm import (
@@ -41,7 +42,7 @@ from tests.support.warm import (
     private_pool,
     view_key_of,
 )
-from workers import pool_child
+from workers import pool_takeon
 
 
 def holding(marker: str) -> list[psutil.Process]:
@@ -175,7 +176,7 @@ def test_a_pool_that_dies_during_the_request_means_a_cold_spawn(
         with fake(short_tmp) as worker:
             worker.wait_ready(60)
             assert psutil.Process(worker.pid).ppid() == os.getpid()
-        assert impostor.received()["fds"] == 3 + len(P.namespaces())  # it had the request
+        assert impostor.received()["fds"] == 3 + len(C.namespaces())  # it had the request
     finally:
         impostor.kill()
         shutil.rmtree(directory, ignore_errors=True)
@@ -200,9 +201,10 @@ def test_another_users_connection_is_refused(
 ) -> None:
     """The credential check, simulated: the pool believes it belongs to another uid."""
     import workers.pool as pool_mod
+    import workers.pool_conn as conn_mod
 
-    monkeypatch.setattr(pool_mod, "_SELF", os.getuid() + 1)
-    assert not pool_mod.peer_allowed(os.getuid())
+    monkeypatch.setattr(conn_mod, "_SELF", os.getuid() + 1)
+    assert not conn_mod.peer_allowed(os.getuid())
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(tmp_path / "p.sock"))
     listener.listen(1)
@@ -234,10 +236,10 @@ def test_the_pool_dir_must_be_private(tmp_path: Path) -> None:
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o755)
     shared.chmod(0o755)
-    assert "not private" in pool_client.check_dir(shared)
+    assert "not private" in pool_checks.check_dir(shared)
     link = tmp_path / "link"
     link.symlink_to(shared)
-    assert "not a directory" in pool_client.check_dir(link)
+    assert "not a directory" in pool_checks.check_dir(link)
 
 
 def test_jmp_warm_0_is_the_cold_path(short_tmp: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -365,7 +367,7 @@ def view_of(pid: int) -> dict[str, str]:
     """What a process's children inherit and cannot shed, and its umask."""
     with open(f"/proc/{pid}/status") as status:
         umask = next(line.split()[1] for line in status if line.startswith("Umask:"))
-    return P.confinement(pid) | {"Umask": umask}
+    return C.confinement(pid) | {"Umask": umask}
 
 
 @ROOT_ONLY
@@ -407,7 +409,7 @@ def test_a_confined_kernel_gets_a_worker_with_its_own_confinement_never_the_pool
 RAW_SPAWN = textwrap.dedent(
     """
     import os, socket, sys
-    from kernel.supervision import pool_client
+    from kernel.supervision import pool_checks, pool_client
     from protocol.inspection import forbid_inspection
     if sys.argv[2] == "hidden":
         forbid_inspection()  # as a kernel is: a pool without CAP_SYS_PTRACE cannot look inside
@@ -508,8 +510,8 @@ def test_a_forked_worker_takes_on_its_kernels_umask_priority_cpus_limits_and_cgr
         kernel_under([], short_tmp / "k", str(procs or "")) as (kernel, worker),
     ):
         assert psutil.Process(worker).ppid() == pool.pid  # warm: nothing here is matched
-        theirs, ours = pool_child.read_kernel(worker), pool_child.read_kernel(kernel)
-        pools = pool_child.read_kernel(pool.pid)
+        theirs, ours = pool_takeon.read_kernel(worker), pool_takeon.read_kernel(kernel)
+        pools = pool_takeon.read_kernel(pool.pid)
         assert theirs is not None and ours is not None and pools is not None
         assert theirs.umask == ours.umask == 0o027
         assert theirs.nice == ours.nice != pools.nice
@@ -525,8 +527,8 @@ def test_a_cgroup_a_fork_cannot_join_is_named() -> None:
     with open("/proc/self/cgroup") as f:
         mine = [line.rstrip("\n") for line in f]
     wanted = [f"{line.rsplit(':', 1)[0]}:/no-such-cgroup-for-jmp" for line in mine]
-    with pytest.raises(pool_child.TakeOnError, match="no-such-cgroup-for-jmp"):
-        pool_child._move_cgroups(tuple(wanted))
+    with pytest.raises(pool_takeon.TakeOnError, match="no-such-cgroup-for-jmp"):
+        pool_takeon._move_cgroups(tuple(wanted))
 
 
 # ---- issue 20 item 3: the pool as a key path -------------------------------------------------
@@ -593,7 +595,7 @@ def test_a_kernel_sends_nothing_to_a_pool_socket_that_is_not_a_jmp_pool(
     """Issue 20 item 3(a): a process of ours bound to the pool's socket, not a jmp pool (here
     this test process): the kernel checks the listener before it sends a byte, spawns cold."""
     directory = make_pool_dir()
-    home = P.view_dir(directory, P.own_view_key())
+    home = P.view_dir(directory, C.own_view_key())
     home.mkdir(mode=0o700)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(home / "pool.sock"))

@@ -14,53 +14,31 @@ from the request), forks only jmp's worker modules and only while it has exactly
 thread; a fork takes on its kernel's resource limits, umask, priority, CPU set and cgroup
 before the pool says `Spawned`. It reaps a worker only after its kernel has killed that
 worker's tree (Release or a closed connection), so the worker's pid cannot be reused before
-then. No client can stall it: sockets are non-blocking and a client has FRAME_S to send a
-whole frame. It exits after `--idle` seconds with no connection and no live worker.
+then. No client can stall it (`workers/pool_conn.py`). It exits after `--idle` seconds with
+no connection and no live worker.
 """
 
 from __future__ import annotations
 
 import contextlib
-import errno
 import os
 import selectors
 import signal
 import socket
-import struct
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
-import msgspec
-
+from protocol import confinement as C
 from protocol import pool as P
-from workers import pool_child
+from workers import pool_child, pool_takeon
+from workers.pool_conn import Conn, Connections, log
 
-_SELF = os.getuid()
 LOCK_WAIT_S = 10.0
-FRAME_S = 5.0  # a client's whole frame, from its connect or its first byte
 START_S = 5.0  # a fork's take-on of its kernel's limits and cgroup, and its environment read
-PAUSE_S = 0.2  # out of descriptors even for the reserve: stop accepting this long
-MAX_FDS = 16  # a Spawn carries 3 + stdin + one per namespace
 
 
-@dataclass
-class Conn:
-    sock: socket.socket
-    kernel_pidfd: int
-    kernel_pid: int = 0
-    buf: bytearray = field(default_factory=bytearray)
-    fds: list[int] = field(default_factory=list)  # received, not yet handed to a request
-    deadline: float | None = None  # for the frame being read; None while a worker serves it
-    child: int | None = None  # pid of the worker forked for this connection
-    child_pidfd: int | None = None
-    sync: int | None = None  # the starting fork's report pipe (read end)
-    module: str = ""  # what it runs
-    closed: bool = False
-
-
-class Pool:
+class Pool(Connections):
     def __init__(
         self,
         directory: Path,
@@ -71,23 +49,18 @@ class Pool:
         self.dir, self.idle_s, self.preloaded = directory, idle_s, preloaded
         self.modules = frozenset(modules)
         self.fingerprint = P.code_fingerprint()
-        self.view = P.confinement()
-        self.spaces = P.namespaces()
+        self.view = C.confinement()
+        self.spaces = C.namespaces()
         self.space_ids = {name: _ns_id(f"/proc/self/ns/{name}") for name in self.spaces}
-        self.key = P.view_key(self.view, self.spaces)
-        self.sel = selectors.DefaultSelector()
-        self.conns: dict[int, Conn] = {}  # socket fd -> connection
+        self.key = C.view_key(self.view, self.spaces)
+        super().__init__()
         self.children: dict[int, tuple[int, Conn | None]] = {}  # pidfd -> (pid, its kernel)
         self.exited: set[int] = set()  # pids that exited and wait for Release
         self.last_active = time.monotonic()
         self.running = True
-        self.reserve: int | None = _reserve_fd()  # given up to refuse a connection at EMFILE
-        self.paused_until: float | None = None
 
     def serve(self, listener: socket.socket) -> None:
-        self.listener = listener
-        listener.setblocking(False)
-        self.sel.register(listener, selectors.EVENT_READ, "accept")
+        self.listen(listener)
         while self.running:
             now = time.monotonic()
             busy = self.conns or self.children
@@ -114,97 +87,11 @@ class Pool:
             )
 
     def expire(self, now: float) -> None:
-        """Drop every client past its deadline; resume accepting after a pause."""
+        """A fork that has not reported in START_S is killed, its request refused."""
         for conn in [c for c in self.conns.values() if c.deadline and c.deadline <= now]:
             if conn.sync is not None:
                 self.fail_start(conn, "fork_failed", f"the worker did not start in {START_S:g} s")
-            else:
-                log(f"dropped a client (pid {conn.kernel_pid}): no whole frame in {FRAME_S:g} s")
-                self.drop(conn)
-        if self.paused_until is not None and now >= self.paused_until:
-            self.paused_until = None
-            self.sel.register(self.listener, selectors.EVENT_READ, "accept")
-
-    def accept(self) -> None:
-        try:
-            sock, _ = self.listener.accept()
-        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
-            return
-        except OSError as exc:
-            self.out_of_fds(exc)
-            return
-        sock.setblocking(False)
-        creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-        pid, uid, _gid = struct.unpack("3i", creds)
-        if not peer_allowed(uid):
-            log(f"refused a connection from uid {uid}")
-            sock.close()
-            return
-        try:
-            pidfd = os.pidfd_open(pid)  # the kernel, pinned: a forked worker watches this
-        except OSError:
-            sock.close()
-            return
-        conn = Conn(sock, pidfd, kernel_pid=pid, deadline=time.monotonic() + FRAME_S)
-        self.conns[sock.fileno()] = conn
-        self.sel.register(sock, selectors.EVENT_READ, "conn")
-
-    def out_of_fds(self, exc: OSError) -> None:
-        """accept(2) failed: at EMFILE the waiting client gets a closed connection (through the
-        reserve descriptor), never a pool that exits or spins on a readable listener."""
-        if exc.errno not in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
-            log(f"accept failed: {exc.strerror}")
-            return
-        if self.reserve is not None:
-            os.close(self.reserve)
-            with contextlib.suppress(OSError):
-                self.listener.accept()[0].close()
-            self.reserve = _reserve_fd()
-            log("out of file descriptors: refused a connection")
-        if self.reserve is None and self.paused_until is None:
-            self.sel.unregister(self.listener)
-            self.paused_until = time.monotonic() + PAUSE_S
-
-    def readable(self, conn: Conn) -> None:
-        try:
-            data, fds, flags, _addr = socket.recv_fds(conn.sock, 65536, MAX_FDS)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self.drop(conn)
-            return
-        conn.fds += fds
-        if flags & socket.MSG_CTRUNC:
-            self.refuse(conn, "bad_request", f"more than {MAX_FDS} descriptors (or none free)")
-            return
-        if not data:
-            self.drop(conn)
-            return
-        if not conn.buf and conn.child is not None:
-            conn.deadline = time.monotonic() + FRAME_S  # a frame after the spawn (Release)
-        conn.buf += data
-        while len(conn.buf) >= 4 and conn.sock.fileno() in self.conns:
-            size = struct.unpack(">I", conn.buf[:4])[0]
-            if size > P.MAX_FRAME:
-                self.refuse(conn, "bad_request", "frame too large")
-                return
-            if len(conn.buf) < 4 + size:
-                return
-            body = bytes(conn.buf[4 : 4 + size])
-            del conn.buf[: 4 + size]
-            fds, conn.fds = conn.fds, []
-            if conn.child is not None and not conn.buf:
-                conn.deadline = None
-            try:
-                msg = P.decode(body)
-            except (ValueError, msgspec.DecodeError) as exc:
-                _close(fds)
-                self.refuse(conn, "bad_request", str(exc)[:300])
-                return
-            try:
-                self.handle(conn, msg, fds)
-            finally:
-                _close(fds)  # a fork has its own copies; the pool keeps none
+        super().expire(now)
 
     def handle(self, conn: Conn, msg: P.AnyPoolMsg, fds: list[int]) -> None:
         match msg:
@@ -242,7 +129,7 @@ class Pool:
             detail = f"{pool_child.threads()} threads: refusing to fork"
             return self.refuse(conn, "fork_failed", detail)
         problem = self.other_view(conn, msg, fds[3 + msg.stdin :])
-        kernel = pool_child.read_kernel(conn.kernel_pid)
+        kernel = pool_takeon.read_kernel(conn.kernel_pid)
         if problem is None and kernel is None:
             problem = "the kernel's limits, priority or cgroup cannot be read"
         if problem is None and _readable(conn.kernel_pidfd):
@@ -268,7 +155,7 @@ class Pool:
         """Why the kernel's confinement is not the pool's (read from its /proc entry and the
         namespace fds it sent, never from the request); None when they are the same."""
         try:
-            view = P.confinement(conn.kernel_pid)
+            view = C.confinement(conn.kernel_pid)
         except OSError as exc:
             return f"the kernel's /proc status cannot be read: {exc.strerror}"
         for name, mine in self.view.items():
@@ -359,17 +246,8 @@ class Pool:
         still starting, else told its kernel left. Idempotent."""
         if conn.closed:
             return
-        conn.closed = True
-        fd = conn.sock.fileno()
-        if fd in self.conns:
-            self.sel.unregister(conn.sock)
-            del self.conns[fd]
-        _close(conn.fds)
-        conn.fds = []
         self.kill_start(conn)  # a fork still starting: nobody waits for it now
-        conn.sock.close()
-        with contextlib.suppress(OSError):
-            os.close(conn.kernel_pidfd)
+        super().drop(conn)
         for pidfd, (pid, owner) in list(self.children.items()):
             if owner is conn:
                 if pid in self.exited:
@@ -378,16 +256,6 @@ class Pool:
                     self.children[pidfd] = (pid, None)
                     with contextlib.suppress(OSError):
                         signal.pidfd_send_signal(pidfd, signal.SIGTERM)
-
-    def reply(self, conn: Conn, msg: P.AnyPoolMsg) -> None:
-        """Best effort, never blocking: a client that reads nothing loses its answer."""
-        with contextlib.suppress(OSError):
-            conn.sock.send(P.encode(msg), socket.MSG_DONTWAIT)
-
-
-def peer_allowed(uid: int) -> bool:
-    """Only the pool's own user may ask it for anything."""
-    return uid == _SELF
 
 
 def _ns_id(what: int | str) -> tuple[int, int]:
@@ -402,43 +270,6 @@ def _readable(fd: int) -> bool:
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(0))
-
-
-def _reserve_fd() -> int | None:
-    try:
-        return os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return None
-
-
-def _close(fds: list[int]) -> None:
-    for fd in fds:
-        with contextlib.suppress(OSError):
-            os.close(fd)
-
-
-def read_frame(sock: socket.socket) -> tuple[P.AnyPoolMsg, list[int]]:
-    """One frame and the fds that came with it (a blocking client's read); EOFError on a closed
-    connection. Every fd received is closed on any error."""
-    buf, fds = b"", []
-    try:
-        while len(buf) < 4 or len(buf) < 4 + struct.unpack(">I", buf[:4])[0]:
-            if len(buf) >= 4 and struct.unpack(">I", buf[:4])[0] > P.MAX_FRAME:
-                raise ValueError("frame too large")
-            data, got, _flags, _addr = socket.recv_fds(sock, 65536, MAX_FDS)
-            fds += got
-            if not data:
-                raise EOFError("connection closed")
-            buf += data
-        return P.decode(buf[4:]), fds
-    except BaseException:
-        _close(fds)
-        raise
-
-
-def log(text: str) -> None:
-    """The pool's log (its stderr, a file in its dir): pids and codes, never env or argv."""
-    print(f"{time.strftime('%H:%M:%S')} pool {os.getpid()}: {text}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

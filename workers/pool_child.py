@@ -18,19 +18,17 @@ import fcntl
 import gc
 import importlib
 import os
-import re
-import resource
 import runpy
 import signal
 import sys
 import tempfile
 import traceback
-from dataclasses import dataclass
 from typing import NoReturn
 
 import msgspec
 
 from protocol import pool as P
+from workers import pool_takeon
 
 # kind -> modules whose import is the slow part of that worker's start
 PRELOADS: dict[str, tuple[str, ...]] = {
@@ -117,118 +115,8 @@ def set_title(comm: str, argv: list[str]) -> None:
         ctypes.memmove(start, data + b"\0" * (size - len(data)), size)
 
 
-# A worker gets its kernel's limits, never the pool's: the pool was launched by some earlier
-# kernel, perhaps under a file-size limit (found by the chaos runner: every later worker then
-# failed its writes with EFBIG). Every limit the platform has.
-LIMITS = {getattr(resource, name): name for name in dir(resource) if name.startswith("RLIMIT_")}
-
-
-class TakeOnError(Exception):
-    """A forked worker cannot take on one of its kernel's settings (the pool refuses then)."""
-
-
-@dataclass(frozen=True)
-class Kernel:
-    """What a forked worker takes on from its kernel before it becomes the worker: what a cold
-    child would have inherited, read by the pool from the kernel's /proc entry."""
-
-    limits: dict[int, tuple[int, int]]
-    umask: int
-    nice: int
-    cpus: frozenset[int]
-    cgroups: tuple[str, ...]  # the lines of /proc/PID/cgroup
-
-
-def read_kernel(pid: int) -> Kernel | None:
-    """The settings of process `pid` a forked worker must take on; None when unreadable."""
-    try:
-        limits = {res: resource.prlimit(pid, res) for res in LIMITS}
-        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as status:
-            umask = next(int(line.split()[1], 8) for line in status if line.startswith("Umask:"))
-        nice = os.getpriority(os.PRIO_PROCESS, pid)
-        cpus = frozenset(os.sched_getaffinity(pid))
-        cgroups = _cgroups(pid)
-    except (OSError, ValueError, StopIteration, IndexError):
-        return None
-    return Kernel(limits, umask, nice, cpus, cgroups)
-
-
-def take_on(kernel: Kernel) -> None:
-    """In the forked child: become what a cold child of that kernel would be in its cgroup,
-    umask, priority, CPU set and resource limits. Raises TakeOnError naming what failed (a hard
-    limit above the pool's needs CAP_SYS_RESOURCE, a lower nice CAP_SYS_NICE, a cgroup move
-    write access to it)."""
-    _move_cgroups(kernel.cgroups)
-    os.umask(kernel.umask)
-    try:
-        if os.getpriority(os.PRIO_PROCESS, 0) != kernel.nice:
-            os.setpriority(os.PRIO_PROCESS, 0, kernel.nice)
-    except OSError as exc:
-        raise TakeOnError(f"priority (nice {kernel.nice}): {exc.strerror}") from exc
-    try:
-        if frozenset(os.sched_getaffinity(0)) != kernel.cpus:
-            os.sched_setaffinity(0, kernel.cpus)
-    except OSError as exc:
-        raise TakeOnError(f"CPU set {sorted(kernel.cpus)}: {exc.strerror}") from exc
-    for res, value in kernel.limits.items():
-        try:
-            resource.setrlimit(res, value)
-        except (OSError, ValueError) as exc:
-            raise TakeOnError(f"{LIMITS[res]} {value}: {exc}") from exc
-
-
-def _cgroups(pid: int | str) -> tuple[str, ...]:
-    with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="surrogateescape") as f:
-        return tuple(line.rstrip("\n") for line in f if line.strip())
-
-
-def _move_cgroups(wanted: tuple[str, ...]) -> None:
-    """Join the kernel's cgroup in every hierarchy where ours differs (v1 and v2 alike)."""
-    own = _cgroups("self")
-    if own == wanted:
-        return
-    hierarchies = {line.rsplit(":", 1)[0] for line in own}
-    if hierarchies != {line.rsplit(":", 1)[0] for line in wanted}:
-        raise TakeOnError("the kernel's cgroup hierarchies are not the pool's")
-    for line in sorted(set(wanted) - set(own)):
-        _hid, controllers, path = line.split(":", 2)
-        mount = _cgroup_mount(controllers)
-        if mount is None:
-            raise TakeOnError(f"cgroup {controllers or 'v2'} {path}: no mount of it here")
-        point, root = mount
-        base = root.rstrip("/")
-        if path != root and not path.startswith(base + "/"):
-            raise TakeOnError(f"cgroup {controllers or 'v2'} {path}: outside the mount")
-        try:
-            with open(f"{point}{path[len(base) :]}/cgroup.procs", "w", encoding="ascii") as f:
-                f.write("0")
-        except OSError as exc:
-            raise TakeOnError(f"cgroup {controllers or 'v2'} {path}: {exc.strerror}") from exc
-
-
-def _cgroup_mount(controllers: str) -> tuple[str, str] | None:
-    """(mount point, root within the hierarchy) of the hierarchy with these controllers
-    ("" is cgroup v2), from our own mountinfo (the kernel's: the mount namespace matches)."""
-    wanted = set(filter(None, controllers.split(",")))
-    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
-        for line in f:
-            fields = line.split()
-            sep = fields.index("-")
-            fstype, options = fields[sep + 1], set(fields[sep + 3].split(","))
-            if (not wanted and fstype == "cgroup2") or (
-                wanted and fstype == "cgroup" and wanted <= options
-            ):
-                return _unescape(fields[4]), _unescape(fields[3])
-    return None
-
-
-def _unescape(field: str) -> str:
-    """mountinfo writes space, tab, newline and backslash as octal escapes."""
-    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
-
-
 def become_worker(
-    msg: P.Spawn, fds: list[int], kernel_pidfd: int, kernel: Kernel, report: int
+    msg: P.Spawn, fds: list[int], kernel_pidfd: int, kernel: pool_takeon.Kernel, report: int
 ) -> NoReturn:
     """In the forked child: set up like a cold spawn, then run `msg.module` as __main__.
 
@@ -248,9 +136,9 @@ def become_worker(
         _keep_only([stdin_fd, fds[0], fds[1], kernel_pidfd, fds[2], report])
         env_fd, report = 4, 5
         try:
-            take_on(kernel)
+            pool_takeon.take_on(kernel)
             os.chdir(msg.cwd)
-        except (TakeOnError, OSError) as exc:
+        except (pool_takeon.TakeOnError, OSError) as exc:
             _report(report, f"confined: {exc}")
             os._exit(1)
         try:

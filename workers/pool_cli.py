@@ -26,10 +26,12 @@ from pathlib import Path
 
 import msgspec
 
+from protocol import confinement as C
 from protocol import pool as P
 from protocol.own_files import open_own, write_own
 from workers import pool_child
-from workers.pool import _SELF, LOCK_WAIT_S, Pool, log, read_frame
+from workers.pool import LOCK_WAIT_S, Pool
+from workers.pool_conn import _SELF, log, read_frame
 
 START_WAIT_S = 300.0  # the first import of OpenHands on a busy machine
 
@@ -42,7 +44,7 @@ def ask(
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout_s)
-            sock.connect(str(P.view_dir(directory, view or P.own_view_key()) / "pool.sock"))
+            sock.connect(str(P.view_dir(directory, view or C.own_view_key()) / "pool.sock"))
             sock.sendall(P.encode(msg))
             if isinstance(msg, P.Stop):
                 return msg

@@ -30,7 +30,9 @@ from typing import IO
 import msgspec
 
 from kernel.display import terminal_safe
+from kernel.supervision.pool_checks import check_dir, listener_problem
 from kernel.supervision.restart import POOL_CONNECT_S, POOL_EXIT_STATUS_S
+from protocol import confinement as C
 from protocol import pool as P
 from protocol.own_files import open_own
 
@@ -51,7 +53,7 @@ def directory() -> Path:
 
 
 def home() -> Path:
-    return P.view_dir(directory(), P.own_view_key())
+    return P.view_dir(directory(), C.own_view_key())
 
 
 def fingerprint() -> str:
@@ -169,7 +171,7 @@ def _request(
 ) -> P.AnyPoolMsg:
     """Send the Spawn with its fds (stdout, stderr, the environment pipe, stdin, our
     namespaces) and read the answer."""
-    spaces = P.namespaces()
+    spaces = C.namespaces()
     request = P.Spawn(
         fingerprint=fingerprint(),
         module=argv[2],
@@ -220,38 +222,6 @@ def _write_env(fd: int, data: bytes) -> None:
     threading.Thread(target=finish, daemon=True, name="worker-env").start()
 
 
-def listener_problem(sock: socket.socket) -> str:
-    """Why the process listening on the pool socket is not a pool of ours for this directory
-    and view ('' when it is): checked before a byte is sent. It must be of our uid
-    (SO_PEERCRED), carry the pool's title for this dir and view, run our interpreter (when its
-    /proc entry lets us see: root, or a dumpable process) and, for a user other than root, be
-    non-dumpable as a jmp pool is. A process of our own user that sets out to pass these can
-    (README, "Secrets and the shell"); anything else cannot."""
-    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
-    pid, uid, _gid = struct.unpack("3i", creds)
-    if uid != os.getuid():
-        return f"the pool socket belongs to uid {uid}, not {os.getuid()}"
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            title = f.read(8192).split(b"\0")[:3]
-        status = os.stat(f"/proc/{pid}/status")
-    except OSError:
-        return f"the pool socket's process ({pid}) is not visible"
-    expected = [P.TITLE, str(directory()), P.own_view_key()]
-    if [part.decode("utf-8", "replace") for part in title] != expected:
-        return f"the pool socket is served by process {pid}, which is not a jmp pool"
-    try:
-        exe = os.readlink(f"/proc/{pid}/exe")
-    except OSError:  # non-dumpable, and we are not root: its title must do
-        exe = None
-    ours = os.path.realpath(sys.executable)
-    if exe is not None and exe != ours and not exe.endswith(" (deleted)"):
-        return f"the pool socket is served by process {pid}, which does not run {ours}"
-    if os.getuid() != 0 and status.st_uid == os.getuid():
-        return f"the pool socket is served by process {pid}, which is dumpable: not a jmp pool"
-    return ""
-
-
 def _readable(fd: int, timeout_ms: int | None) -> bool:
     """poll(2), not select(2): a kernel may hold more than FD_SETSIZE descriptors."""
     poller = select.poll()
@@ -275,21 +245,6 @@ def _read_exactly(sock: socket.socket, n: int) -> bytes:
             raise EOFError("the pool closed the connection")
         buf += chunk
     return buf
-
-
-def check_dir(path: Path) -> str:
-    """'' when `path` is a real directory of ours with mode 0700 (created if missing)."""
-    with contextlib.suppress(FileExistsError, OSError):
-        path.mkdir(mode=0o700, parents=True)
-    try:
-        st = os.lstat(path)
-    except OSError as exc:
-        return f"runtime dir {path}: {exc.strerror}"
-    if os.path.islink(path) or not os.path.isdir(path):
-        return f"runtime dir {path} is not a directory"
-    if st.st_uid != os.getuid() or st.st_mode & 0o077:
-        return f"runtime dir {path} is not private (want owner uid {os.getuid()}, mode 0700)"
-    return ""
 
 
 def start(replace: bool = False) -> None:

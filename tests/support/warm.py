@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 
 from kernel.supervision.runtime import start_ticks
+from protocol import confinement as C
 from protocol import pool as P
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,9 +39,9 @@ def ask_status(directory: Path, view: str | None = None) -> P.State | None:
 
 
 def view_key_of(wrap: Sequence[str]) -> str:
-    """The confinement view (`P.view_key`) of a process started under `wrap` (e.g. `setpriv
-    --no-new-privs`): the name of the dir its pool lives in."""
-    code = "from protocol import pool as P; print(P.own_view_key())"
+    """The confinement view (`protocol.confinement.view_key`) of a process started under
+    `wrap` (e.g. `setpriv --no-new-privs`): the name of the dir its pool lives in."""
+    code = "from protocol import confinement as C; print(C.own_view_key())"
     done = subprocess.run(
         [*wrap, sys.executable, "-c", code],
         cwd=str(ROOT),
@@ -67,7 +68,7 @@ class PoolProc:
         wrap: Sequence[str] = (),
     ) -> None:
         self.dir = directory
-        self.view = view_key_of(wrap) if wrap else P.own_view_key()
+        self.view = view_key_of(wrap) if wrap else C.own_view_key()
         self.home = P.view_dir(directory, self.view)
         self.sock = self.home / "pool.sock"
         env = P.pool_env(os.environ) | {"PYTHONPATH": str(root)}
@@ -343,7 +344,7 @@ def suite_pool(directory: Path, ready_s: float = 120, wrap: Sequence[str] = ()) 
     pool and asserts nothing about the pool's other children (a private one would preload
     the same SDKs again). With `wrap` (a confinement such as setpriv): the suite's pool of that
     view, which kernels so confined use (they never use the unconfined one)."""
-    view = view_key_of(wrap) if wrap else P.own_view_key()
+    view = view_key_of(wrap) if wrap else C.own_view_key()
     if not pool_pids(directory, view):
         launch_pool(directory, wrap)
     deadline = time.monotonic() + ready_s
@@ -390,7 +391,7 @@ class Impostor:
     def __init__(self, directory: Path, answer: P.AnyPoolMsg | None = None) -> None:
         self.out = directory / "impostor.json"
         reply = P.encode(answer).hex() if answer is not None else ""
-        argv = [sys.executable, "-c", IMPOSTOR, str(directory), P.own_view_key(), str(self.out)]
+        argv = [sys.executable, "-c", IMPOSTOR, str(directory), C.own_view_key(), str(self.out)]
         self.proc = subprocess.Popen(
             [*argv, reply, "--pad=" + "-" * 300],
             cwd=str(ROOT),

@@ -1,0 +1,84 @@
+"""The confinement view: what a process's children inherit and can never widen again.
+
+Credentials, capability sets, no_new_privs, seccomp, the LSM label and the namespaces. A warm
+pool serves only kernels whose view equals its own (a fork would otherwise run with the pool's
+privileges instead of its kernel's) and lives in a directory named after it (`view_key`), so
+the pool a confined kernel starts (confined alike) serves that kernel's later runs. Kernel and
+pool read it the same way, from /proc: like `protocol/pool.py: code_fingerprint`, the reading
+lives here so that both sides compute it identically.
+"""
+
+from __future__ import annotations
+
+import os
+
+# /proc/PID/status lines a child inherits and can never widen again: a worker forked by a pool
+# with other values would run with the pool's privileges instead of its kernel's.
+CONFINEMENT_FIELDS = (
+    "Uid",
+    "Gid",
+    "Groups",
+    "CapInh",
+    "CapPrm",
+    "CapEff",
+    "CapBnd",
+    "CapAmb",
+    "NoNewPrivs",
+    "Seccomp",
+    "Seccomp_filters",
+)
+# The namespaces a child lands in: a process's own, but pid and time children get the
+# *_for_children ones (equal to its own unless it unshared them).
+NAMESPACES = ("cgroup", "ipc", "mnt", "net", "pid_for_children", "time_for_children", "user", "uts")
+
+
+def confinement(pid: int | str = "self") -> dict[str, str]:
+    """The credentials and confinement of process `pid` that its children inherit: the
+    `CONFINEMENT_FIELDS` of /proc/PID/status (readable for any process of ours, dumpable or
+    not) and its LSM label. A missing field reads "-". Raises OSError when `pid` is gone."""
+    view = dict.fromkeys(CONFINEMENT_FIELDS, "-")
+    with open(f"/proc/{pid}/status", encoding="utf-8", errors="replace") as status:
+        for line in status:
+            name, _, value = line.partition(":")
+            if name in view:
+                view[name] = " ".join(value.split())
+    try:
+        with open(f"/proc/{pid}/attr/current", "rb") as label:
+            view["lsm"] = label.read().rstrip(b"\0\n").decode("utf-8", "replace") or "-"
+    except OSError:  # no LSM that keeps labels (EINVAL), or none readable
+        view["lsm"] = "-"
+    return view
+
+
+def namespaces(pid: int | str = "self") -> dict[str, str]:
+    """The `NAMESPACES` of process `pid` that exist here, as their link text (`net:[4026...]`).
+    Reading another process's needs ptrace access (a non-dumpable one refuses its own user):
+    raises PermissionError then."""
+    found = {}
+    for name in NAMESPACES:
+        try:
+            found[name] = os.readlink(f"/proc/{pid}/ns/{name}")
+        except FileNotFoundError:  # a namespace type this kernel does not have
+            continue
+    return found
+
+
+def view_key(view: dict[str, str], spaces: dict[str, str]) -> str:
+    """A short name for a confinement view: the pool serving it lives in DIR/KEY."""
+    try:
+        from _sha2 import sha256
+    except ImportError:
+        from hashlib import sha256
+    text = "\0".join(f"{k}={v}" for k, v in sorted({**view, **spaces}.items()))
+    return "v" + str(sha256(text.encode()).hexdigest())[:15]
+
+
+_own_key: str | None = None
+
+
+def own_view_key() -> str:
+    """This process's `view_key` (computed once: a process keeps its confinement)."""
+    global _own_key
+    if _own_key is None:
+        _own_key = view_key(confinement(), namespaces())
+    return _own_key
