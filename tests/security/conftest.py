@@ -62,3 +62,9 @@ def probe(cell: Cell) -> Run:
 def crash(cell: Cell) -> Run:
     """The shared worker-kill run of this cell (scenarios.py)."""
     return scenarios.crash(cell)
+
+
+@pytest.fixture
+def kernel_kill(cell: Cell) -> Run:
+    """The shared kernel-kill run of this cell (scenarios.py)."""
+    return scenarios.kernel_kill(cell)

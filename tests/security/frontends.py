@@ -345,8 +345,16 @@ class HarnessRun(FrontEnd):
         )
         items = _lines(out)
         data = items[0] if items else {}
+        assert set(data) == {"session_id", "status", "summary", "artifact"}, out  # HARNESS.md 6
         return Outcome(
-            code, out, err, data.get("session_id"), data.get("status"), False, items=items
+            code,
+            out,
+            err,
+            data.get("session_id"),
+            data.get("status"),
+            False,
+            answer=str(data.get("summary") or ""),
+            items=items,
         )
 
 
@@ -403,7 +411,7 @@ class Mcp(FrontEnd):
             ):
                 results.append(await session.initialize())
                 running.started(source=lambda: (served() or (None, None))[1])
-                result = await session.call_tool("run_task", {})
+                result = await _unless_dead(session.call_tool("run_task", {}), served)
                 results.append(result)
         data = result.structuredContent or {}
         summary = str(data.get("summary") or "")
@@ -418,6 +426,36 @@ class Mcp(FrontEnd):
             answer=summary,
             items=results,
         )
+
+
+async def _unless_dead(call: Any, served: Any) -> Any:
+    """The call's result; raises ConnectionError once the server process is gone (the SDK's
+    client can wait for ever on a request to a dead server)."""
+    import anyio
+    import psutil
+
+    outcome: dict[str, Any] = {}
+
+    async with anyio.create_task_group() as tg:
+
+        async def answer() -> None:
+            outcome["result"] = await call
+            tg.cancel_scope.cancel()
+
+        async def watch() -> None:
+            while True:
+                await anyio.sleep(0.2)
+                found = served()
+                if found and not psutil.pid_exists(found[1]):
+                    outcome["dead"] = found[1]
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(answer)
+        tg.start_soon(watch)
+    if "result" in outcome:
+        return outcome["result"]
+    raise ConnectionError(f"the MCP server (pid {outcome.get('dead')}) died")
 
 
 FRONT_ENDS: dict[str, FrontEnd] = {

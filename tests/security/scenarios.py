@@ -11,6 +11,8 @@ that raised is remembered too: each of its rows fails with the same error, none 
 - `crash`: unconfined (so that the warm path is the pool's fork, never a fallback); the
   untrusted code appends to `effect.txt` and blocks; the test kill -9s the worker that runs it
   (the tool worker, or the harness worker) and lets the run end.
+- `kernel_kill`: as `crash`, but the test kill -9s the process that runs the kernel (the
+  front end's own), alone, and lets its workers find out.
 
 Runs start in a background thread at collection's end (`prefetch`), so that they overlap the
 rest of the suite; a row waits for its run, or runs it itself if the thread has not started it.
@@ -282,4 +284,47 @@ def crash(cell: Cell) -> Run:
     return _run_once("crash", cell)
 
 
-SCENARIOS: dict[str, Callable[[Cell], Run]] = {"probe": _probe, "crash": _crash}
+def _only_session(world: World) -> str | None:
+    found = [p.name for p in world.home.iterdir() if p.is_dir()] if world.home.exists() else []
+    return found[0] if len(found) == 1 else None
+
+
+def _kernel_kill(cell: Cell) -> Run:
+    """As `crash`, but the process running the kernel (the front end's own) is killed, mid-call,
+    with SIGKILL alone: its workers, their shells and MCP servers must notice and exit."""
+    cell.spawn.prepare()
+    world = World(cell.spawn, confined=False, hostile=False)
+    try:
+        running = cell.fe.start(world, _task(world, cell, "crash"))
+        deadline = time.monotonic() + RUN_TIMEOUT_S
+        while not world.effect.exists():
+            assert running.running(), f"ended before the call: {running.wait(0)}"
+            assert time.monotonic() < deadline, "the call never started"
+            time.sleep(0.05)
+        kernel = running.kernel_pid()
+        workers = workers_of(kernel)
+        parents = {w.pid: cell.spawn.parent_kind(w.parent(), kernel) for w in workers}
+        os.kill(kernel, signal.SIGKILL)
+        notes: dict[str, Any] = {"worker_parents": parents}
+        try:
+            outcome = running.wait(RUN_TIMEOUT_S)
+        except BaseException as exc:  # a client may complain about its dead server: expected
+            notes["client_error"] = repr(exc)
+            outcome = Outcome(None, "", "", None, None, False)
+        outcome.session_id = outcome.session_id or _only_session(world)
+        events = events_of(world, outcome.session_id)
+        return Run(cell, world, outcome, kernel, events, _leftovers(world), notes)
+    except BaseException:
+        world.close()
+        raise
+
+
+def kernel_kill(cell: Cell) -> Run:
+    return _run_once("kernel_kill", cell)
+
+
+SCENARIOS: dict[str, Callable[[Cell], Run]] = {
+    "probe": _probe,
+    "crash": _crash,
+    "kernel_kill": _kernel_kill,
+}
