@@ -10,7 +10,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export OPENHANDS_SUPPRESS_BANNER := 1
 # Our own code, byte-compiled at install: an editable install is not, and with
 # PYTHONDONTWRITEBYTECODE set every jmp launch would compile ~50 modules (about 0.15 s).
-CODE := cli kernel protocol workers acp_server jev_harness apixly_jev_harness bench tests
+CODE := cli kernel protocol workers acp_server jev_harness apixly_jev_harness jmp_lab bench tests
 
 .PHONY: install test bench chaos lint fmt type check demo docs clean
 
@@ -45,10 +45,10 @@ CHAOS_MINUTES ?= 9
 CHAOS_SEED ?= 1
 CHAOS_POWER ?= mix
 chaos:
-	$(PY) -m tests.chaos --iterations $(CHAOS_ITERATIONS) --minutes $(CHAOS_MINUTES) --seed $(CHAOS_SEED) --power $(CHAOS_POWER) $(if $(CHAOS_JMP),--jmp '$(CHAOS_JMP)')
+	$(PY) -m jmp_lab.chaos --iterations $(CHAOS_ITERATIONS) --minutes $(CHAOS_MINUTES) --seed $(CHAOS_SEED) --power $(CHAOS_POWER) $(if $(CHAOS_JMP),--jmp '$(CHAOS_JMP)')
 
 demo:
-	$(PY) -m tests.servers.demo
+	$(PY) -m jmp_lab.demo
 
 docs:
 	$(PY) -m protocol.docgen > docs/EVENTS.md

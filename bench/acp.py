@@ -23,8 +23,8 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer
 
 PROMPTS = 10  # measured prompts per side, interleaved
 ROOT = Path(__file__).resolve().parent.parent

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer
 
 N = 20  # steps per round
 ROUNDS = 5  # measured rounds per side, interleaved

@@ -29,8 +29,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer
 from tests.support.cli import Cli
 from tests.support.warm import PoolProc, make_pool_dir, pool_pids
 

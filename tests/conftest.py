@@ -37,8 +37,8 @@ def python() -> str:
 @pytest.fixture
 def servers() -> Iterator[tuple[Any, Any]]:
     """A loopback Jev server and a loopback OpenAI-compatible server."""
-    from tests.servers.flash import FlashServer
-    from tests.servers.jev import JevServer
+    from jmp_lab.servers.flash import FlashServer
+    from jmp_lab.servers.jev import JevServer
 
     with JevServer() as jev, FlashServer() as flash:
         yield jev, flash

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer
 from tests.support.cli import Cli, short_dir, tool_call
 
 MB = 1_000_000

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer
 from tests.support.cli import Cli, short_dir, tool_call
 
 ANSWER_CAP = 50_000

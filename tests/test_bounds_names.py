@@ -12,11 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
+from jmp_lab.servers import MCP_SERVER
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer
 from tests.support.cli import Cli, short_dir, tool_call
 
-FAKE_MCP = str(Path(__file__).resolve().parent / "fakes" / "mcp_server.py")
+FAKE_MCP = MCP_SERVER
 
 
 @pytest.fixture

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos import check
-from tests.chaos.__main__ import campaign, reproduce, table
-from tests.chaos.plan import LOG, PHASES, Cut, IterationPlan, aimed, make_plan, parse_cut
-from tests.chaos.powercut.control import available
-from tests.chaos.targets import TARGETS, WORKERS
+from jmp_lab.chaos import check
+from jmp_lab.chaos.__main__ import campaign, reproduce, table
+from jmp_lab.chaos.plan import LOG, PHASES, Cut, IterationPlan, aimed, make_plan, parse_cut
+from jmp_lab.chaos.powercut.control import available
+from jmp_lab.chaos.targets import TARGETS, WORKERS
 
 
 def test_the_same_seed_gives_the_same_plan_and_another_seed_another() -> None:
@@ -82,7 +82,7 @@ def test_the_checks_catch_a_broken_log_a_rerun_and_a_lost_end(tmp_path: Path) ->
 
 def test_the_report_names_the_command_that_reproduces_an_iteration() -> None:
     assert reproduce(5, 9, "jmp --x") == (
-        "python -m tests.chaos --seed 5 --first 9 --iterations 1 --keep --jmp 'jmp --x'"
+        "python -m jmp_lab.chaos --seed 5 --first 9 --iterations 1 --keep --jmp 'jmp --x'"
     )
     assert reproduce(5, 9, None, power=True).endswith("--keep --power only")
     aim = "phase=event,kind=user,nth=2"
@@ -98,7 +98,7 @@ def test_the_report_names_the_command_that_reproduces_an_iteration() -> None:
 def test_the_power_mode_says_why_it_cannot_run_and_exits_2(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import tests.chaos.__main__ as runner
+    import jmp_lab.chaos.__main__ as runner
 
     monkeypatch.setattr(runner, "available", lambda: "no /dev/fuse: this kernel offers no FUSE")
     assert runner.main(["--power", "mix", "--iterations", "1"]) == 2

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
+from jmp_lab.servers import MCP_SERVER
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer
 from tests.support.cli import (
     DEEPSEEK_KEY,
     FLASH_KEY,
@@ -727,7 +728,7 @@ def test_pinned_intent_that_cannot_fit_is_refused_and_trims_nothing(cli: Cli) ->
 
 
 def _mcp(cli: Cli) -> None:
-    server = ROOT / "tests" / "fakes" / "mcp_server.py"
+    server = Path(MCP_SERVER)
     config = {"fake": {"command": sys.executable, "args": [str(server)]}}
     (cli.tmp / "mcp.json").write_text(json.dumps({"mcpServers": config}))
 

@@ -10,7 +10,7 @@ from tests.support.cli import ROOT
 
 def test_demo_walks_through_kill_block_ack_complete() -> None:
     proc = subprocess.run(
-        [sys.executable, "-m", "tests.servers.demo"],
+        [sys.executable, "-m", "jmp_lab.demo"],
         cwd=ROOT,
         capture_output=True,
         text=True,

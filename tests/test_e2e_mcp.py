@@ -12,9 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.support.cli import ROOT, Cli, finish, wait_for_line
+from jmp_lab.servers import MCP_SERVER
+from tests.support.cli import Cli, finish, wait_for_line
 
-SERVER = str(ROOT / "tests" / "fakes" / "mcp_server.py")
+SERVER = MCP_SERVER
 SECRET = "mcp-secret-value-8675309"
 
 

@@ -14,8 +14,8 @@ from urllib.parse import urlparse
 import openai
 import pytest
 
-from tests.servers.flash import FlashServer
-from tests.servers.flash_reply import minimal_value
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.flash_reply import minimal_value
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = {
@@ -183,7 +183,15 @@ def test_cli_serves(short_tmp: Path) -> None:
     queue = short_tmp / "queue.json"
     queue.write_text(json.dumps([{"text": "from the file"}]))
     port = free_port()
-    argv = [sys.executable, "-m", "tests.servers.flash", "--port", str(port), "--queue", str(queue)]
+    argv = [
+        sys.executable,
+        "-m",
+        "jmp_lab.servers.flash",
+        "--port",
+        str(port),
+        "--queue",
+        str(queue),
+    ]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

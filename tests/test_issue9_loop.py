@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer
 from tests.support.cli import ROOT, Cli, Run, short_dir, tool_call
 
 ANSWER = "Ran the command once."

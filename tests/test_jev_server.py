@@ -13,7 +13,7 @@ from urllib.parse import urlparse
 
 import pytest
 
-from tests.servers.jev import JevServer, choice_confidence
+from jmp_lab.servers.jev import JevServer, choice_confidence
 
 ROOT = Path(__file__).resolve().parent.parent
 JEVCOMPAT = Path(sys.executable).parent / "jevcompat"
@@ -176,7 +176,15 @@ def test_cli_serves_a_script_file(short_tmp: Path) -> None:
     script = short_tmp / "script.json"
     script.write_text(json.dumps([{"route": "read"}]))
     port = free_port()
-    argv = [sys.executable, "-m", "tests.servers.jev", "--port", str(port), "--script", str(script)]
+    argv = [
+        sys.executable,
+        "-m",
+        "jmp_lab.servers.jev",
+        "--port",
+        str(port),
+        "--script",
+        str(script),
+    ]
     proc = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, text=True)
     try:
         assert proc.stdout is not None

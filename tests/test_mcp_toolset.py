@@ -1,4 +1,5 @@
-"""workers.mcp against real stdio MCP servers (tests/fakes/mcp_server.py), started by the SDK."""
+"""workers.mcp against real stdio MCP servers (jmp_lab/servers/mcp_server.py), started by the
+SDK."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ from typing import Any
 import psutil
 import pytest
 
-from tests.fakes.mcp_server import DEFAULT_TOOLS
+from jmp_lab.servers import MCP_SERVER
+from jmp_lab.servers.mcp_server import DEFAULT_TOOLS
 from workers.mcp import (
     MAX_MCP_TOOLS,
     TOOL_LIMIT,
@@ -26,7 +28,7 @@ from workers.mcp import (
     start_toolset,
 )
 
-FAKE = str(Path(__file__).resolve().parent / "fakes" / "mcp_server.py")
+FAKE = MCP_SERVER
 ROOT = Path(__file__).resolve().parent.parent
 
 

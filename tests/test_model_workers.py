@@ -21,9 +21,9 @@ from typing import Any
 import msgspec
 import pytest
 
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer, choice_confidence
 from protocol.messages import Failed, Generate, Generated, Message, Progress, Route, Routed
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer, choice_confidence
 from workers.generator import FlashSettings, GeneratorHandler
 from workers.redact import redact
 from workers.router import JevSettings, RouterHandler

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.chaos.powercut.control import LossyDisk, available
-from tests.chaos.powercut.cut import take
-from tests.chaos.powercut.model import MODELS, PAGE, Image
+from jmp_lab.chaos.powercut.control import LossyDisk, available
+from jmp_lab.chaos.powercut.cut import take
+from jmp_lab.chaos.powercut.model import MODELS, PAGE, Image
 
 # --- the image alone ------------------------------------------------------------------
 

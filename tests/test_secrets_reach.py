@@ -14,8 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer
 from tests.support.cli import Cli, Run, session_bytes, short_dir
 
 # None of them matches a token format, so only the known-secret path can redact them.

@@ -13,12 +13,13 @@ from pathlib import Path
 import psutil
 import pytest
 
+from jmp_lab.servers import MCP_SERVER
 from kernel.supervision import pool_client
 from protocol import confinement as C
 from protocol import pool as P
 from tests.support.warm import children_of, private_pool, suite_pool
 
-FAKE = str(Path(__file__).resolve().parent / "fakes" / "mcp_server.py")
+FAKE = MCP_SERVER
 SECRET = "warm-mcp-secret-4815162342"
 
 

@@ -813,8 +813,8 @@ def test_a_confined_run_on_the_warm_path_gets_a_shell_with_its_kernels_confineme
     The bash tool's shell has the kernel's capability sets and no_new_privs, not the pool's,
     and (without capabilities) reads no key from any process's environment. Its tool worker
     is forked by the pool of its own view (started as such a kernel starts it)."""
-    from tests.servers.flash import FlashServer
-    from tests.servers.jev import JevServer
+    from jmp_lab.servers.flash import FlashServer
+    from jmp_lab.servers.jev import JevServer
     from tests.support.cli import FLASH_KEY, JEV_KEY, Cli, short_dir, tool_call
 
     wrap = CONFINED[confinement]

@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 
+from jmp_lab.servers import MCP_SERVER
 from tests.acp.helpers import Wire, check_acp_frame
-from tests.support.cli import ROOT, Cli
+from tests.support.cli import Cli
 
 pytestmark = pytest.mark.timeout(300)
 
-SERVER = str(ROOT / "tests" / "fakes" / "mcp_server.py")
+SERVER = MCP_SERVER
 SECRET = "acp-client-secret-Vq83Lm"
 # Client env values that are also JSON-RPC keys, ACP field names, methods and enum values
 # (and longer than the redactor's minimum): before, each one rewrote every frame's structure.

@@ -9,14 +9,15 @@ import pytest
 from acp import RequestError
 from acp.schema import EnvVariable, McpServerStdio
 
+from jmp_lab.servers import MCP_SERVER
 from tests.acp.helpers import acp_agent, run
-from tests.support.cli import ROOT, Cli
+from tests.support.cli import Cli
 
 # Each test starts real ACP processes and workers; on a loaded shared machine that alone
 # can take a minute, so the per-test limit is wider than the suite default.
 pytestmark = pytest.mark.timeout(300)
 
-SERVER = str(ROOT / "tests" / "fakes" / "mcp_server.py")
+SERVER = MCP_SERVER
 SECRET = "client-mcp-secret-4242"
 
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.servers.jev import JevServer
+from jmp_lab.servers.jev import JevServer
 from tests.support.cli import Run
 
 _STRIPPED = ("JMP_", "JEV_", "FLASH_")

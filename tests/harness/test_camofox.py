@@ -9,8 +9,8 @@ import pytest
 import jev_harness as jev
 from jev_harness.web import CamofoxProvider, WebError, WebTools
 from jev_harness.web.camofox import DEFAULT_BASE_URL
-from tests.servers.camofox import CamofoxServer
-from tests.servers.site import MARKER, SiteServer
+from jmp_lab.servers.camofox import CamofoxServer
+from jmp_lab.servers.site import MARKER, SiteServer
 
 KEY = "fox-access-key-0123456789"
 

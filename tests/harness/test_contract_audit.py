@@ -11,9 +11,9 @@ from pathlib import Path
 import psutil
 import pytest
 
+from jmp_lab.servers.jev import JevServer
+from jmp_lab.servers.site import MARKER, SiteServer
 from tests.harness.helpers import JEV_KEY, ROOT, SCRIPTS, HarnessCli
-from tests.servers.jev import JevServer
-from tests.servers.site import MARKER, SiteServer
 from tests.support.cli import json_lines
 from tests.support.warm import tree_of
 from tests.support.workers import wait_until

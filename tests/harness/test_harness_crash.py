@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from jmp_lab.servers.jev import JevServer
 from tests.harness.helpers import SCRIPTS, HarnessCli
-from tests.servers.jev import JevServer
 
 PICK = SCRIPTS / "pick_task.py"
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from jev_harness.session import open_session
+from jmp_lab.servers.jev import JevServer
 from kernel.harness.direct import HarnessRejected
 from tests.harness.helpers import SCRIPTS
-from tests.servers.jev import JevServer
 from tests.support.workers import wait_until
 
 PICK = SCRIPTS / "pick_task.py"

@@ -18,9 +18,9 @@ from typing import Any
 import anyio
 import pytest
 
+from jmp_lab.servers.jev import JevServer
 from tests.harness.helpers import JEV_KEY, ROOT, SCRIPTS, HarnessCli
 from tests.harness.mcp_helpers import McpServer
-from tests.servers.jev import JevServer
 
 PROBE = SCRIPTS / "key_probe.py"
 KEYS = {

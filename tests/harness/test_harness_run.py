@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from jmp_lab.servers.jev import JevServer
 from tests.harness.helpers import JEV_KEY, SCRIPTS, HarnessCli
-from tests.servers.jev import JevServer
 
 PICK = SCRIPTS / "pick_task.py"
 INPUTS = {"items": ["a", "b", "c"], "target": "b"}

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from jmp_lab.servers.jev import JevServer
 from tests.harness.helpers import JEV_KEY, ROOT, HarnessCli
-from tests.servers.jev import JevServer
 
 EXAMPLE = ROOT / "examples" / "workspace_task.py"
 MARKER = "ORCA-7"

@@ -12,9 +12,9 @@ import anyio
 import psutil
 import pytest
 
+from jmp_lab.servers.jev import JevServer
 from tests.harness.helpers import SCRIPTS, HarnessCli
 from tests.harness.mcp_helpers import McpServer
-from tests.servers.jev import JevServer
 from tests.support.workers import pid_running, wait_until
 
 PICK = SCRIPTS / "pick_task.py"
@@ -111,9 +111,9 @@ def test_kill_9_mid_operation_is_settled_by_inspect(cli: HarnessCli) -> None:
 
 
 def test_stdin_eof_deletes_the_owned_camofox_tab_and_shows_no_key(cli: HarnessCli) -> None:
+    from jmp_lab.servers.camofox import CamofoxServer
+    from jmp_lab.servers.site import MARKER, SiteServer
     from tests.harness.helpers import ROOT
-    from tests.servers.camofox import CamofoxServer
-    from tests.servers.site import MARKER, SiteServer
 
     key = "camofox-access-key-0123456789"
     with SiteServer() as site, CamofoxServer(key=key) as fox:

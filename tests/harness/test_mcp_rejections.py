@@ -9,9 +9,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from jmp_lab.servers.jev import JevServer
 from tests.harness.helpers import SCRIPTS, HarnessCli
 from tests.harness.mcp_helpers import Client, McpServer
-from tests.servers.jev import JevServer
 from tests.support.workers import wait_until
 
 PICK = SCRIPTS / "pick_task.py"

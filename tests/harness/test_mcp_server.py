@@ -13,9 +13,9 @@ from typing import Any
 import anyio
 import pytest
 
+from jmp_lab.servers.jev import JevServer
 from tests.harness.helpers import JEV_KEY, SCRIPTS, HarnessCli
 from tests.harness.mcp_helpers import EXAMPLE, MARKER, Client, McpServer, workspace
-from tests.servers.jev import JevServer
 
 PICK = SCRIPTS / "pick_task.py"
 INPUTS = {"items": ["a", "b", "c"], "target": "b"}
@@ -259,9 +259,9 @@ def test_the_readme_mcp_servers_snippet_starts_a_working_server(cli: HarnessCli)
 def test_the_entry_capture_is_taken_at_the_first_tool_call_not_at_listing(
     cli: HarnessCli,
 ) -> None:
+    from jmp_lab.servers.site import MARKER as SITE_MARKER
+    from jmp_lab.servers.site import SiteServer
     from tests.harness.helpers import ROOT
-    from tests.servers.site import MARKER as SITE_MARKER
-    from tests.servers.site import SiteServer
 
     with SiteServer() as site:
         inputs = {

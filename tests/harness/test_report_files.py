@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 import jev_harness as jev
+from jmp_lab.servers.jev import JevServer
 from tests.harness.helpers import ROOT, SCRIPTS, HarnessCli
-from tests.servers.jev import JevServer
 
 VICTIM = "precious: a file of the user's\n"
 

@@ -11,7 +11,7 @@ import jev_harness as jev
 from jev_harness.text import MAX_WINDOW_CHARS
 from jev_harness.web import HttpProvider, WebError, WebTools
 from jev_harness.web.urls import is_inward, normalize_origins
-from tests.servers.site import CP1251_TEXT, MARKER, SiteServer
+from jmp_lab.servers.site import CP1251_TEXT, MARKER, SiteServer
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from jmp_lab.servers.camofox import CamofoxServer
+from jmp_lab.servers.jev import JevServer
+from jmp_lab.servers.site import MARKER, SiteServer
 from tests.harness.helpers import ROOT, HarnessCli
-from tests.servers.camofox import CamofoxServer
-from tests.servers.jev import JevServer
-from tests.servers.site import MARKER, SiteServer
 from tests.support.cli import Run
 from tests.support.warm import workers_of
 

@@ -15,11 +15,11 @@ from collections.abc import Iterator
 
 import pytest
 
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer
 from tests.security.frontends import REOPEN, VIEW, needs
 from tests.security.scenarios import Cell
 from tests.security.world import ESCAPES, fresh_keys
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
 from tests.support.cli import Cli, Run, session_bytes, short_dir
 
 pytestmark = pytest.mark.timeout(300)

@@ -21,14 +21,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
-from tests.support.cli import ROOT
+from jmp_lab.servers import MCP_SERVER as MCP_SCRIPT
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "probe.py"
 PROBE_TASK = HERE / "probe_task.py"
-MCP_SERVER = ROOT / "tests" / "fakes" / "mcp_server.py"
+MCP_SERVER = Path(MCP_SCRIPT)
 KEY_NAMES = ("TYPESAFE_API_KEY", "FLASH_API_KEY", "DEEPSEEK_API_KEY", "CAMOFOX_ACCESS_KEY")
 KERNEL_ONLY = ("JMP_KERNEL_PID", "JMP_MCP_SERVERS")  # in no worker's or shell's environment
 ESCAPES = "\x1b]0;pwned-title\x07\x1b[2J\x1b[31mred\x9b1m"

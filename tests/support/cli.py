@@ -1,5 +1,5 @@
 """The one CLI harness: the real `python main.py --json ...` as a subprocess, against the
-loopback model servers (tests/servers/), with its own sessions dir and workspace, and the one way
+loopback model servers (jmp_lab/servers/), with its own sessions dir and workspace, and the one way
 to read what a run printed (`Run`) and what it wrote (`Cli.log`).
 
 Every stdout line of a `--json` run must be one JSON object (the contract); `json_lines` fails
@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer
 
 _STRIPPED = ("JMP_", "JEV_", "FLASH_")
 _KEPT = ("JMP_WARM", "JMP_WARM_DIR")  # the suite's own pool setting (conftest), never the user's

@@ -11,8 +11,8 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer
 from tests.support.cli import Cli
 
 

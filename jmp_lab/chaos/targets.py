@@ -35,7 +35,7 @@ def _title(name: str) -> Matcher:
 
 
 POOL_TITLE = "jmp-warm-pool"  # the warm pool's process title: `jmp-warm-pool DIR`
-_DISK = _module("tests.chaos.powercut")  # a power iteration's disk daemon
+_DISK = _module("jmp_lab.chaos.powercut")  # a power iteration's disk daemon
 
 
 WORKERS: dict[str, Matcher] = {

@@ -28,7 +28,7 @@ from urllib.parse import parse_qs, urljoin, urlsplit
 
 from lxml import html as lxml_html
 
-from tests.servers.common import LoopbackServer, Recorder, read_body
+from jmp_lab.servers.common import LoopbackServer, Recorder, read_body
 
 _SPACE = re.compile(r"\s+")
 # No proxy from the environment: the fake browser talks to loopback test sites only.

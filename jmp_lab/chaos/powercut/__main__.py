@@ -1,16 +1,16 @@
-"""`python -m tests.chaos.powercut serve BACKING MOUNT ...` runs a disk (daemon.py);
-`python -m tests.chaos.powercut check` says whether power cuts can run here (exit 2 if not)."""
+"""`python -m jmp_lab.chaos.powercut serve BACKING MOUNT ...` runs a disk (daemon.py);
+`python -m jmp_lab.chaos.powercut check` says whether power cuts can run here (exit 2 if not)."""
 
 from __future__ import annotations
 
 import sys
 
-from tests.chaos.powercut.control import available
+from jmp_lab.chaos.powercut.control import available
 
 
 def main(argv: list[str]) -> int:
     if argv[:1] == ["serve"]:
-        from tests.chaos.powercut.daemon import main as serve
+        from jmp_lab.chaos.powercut.daemon import main as serve
 
         return serve(argv[1:])
     if argv[:1] == ["check"]:

@@ -15,11 +15,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.chaos import check, targets
-from tests.chaos.invoke import Invocation, Outcome
-from tests.chaos.plan import IterationPlan
-from tests.chaos.power import PowerWatch
-from tests.chaos.world import World
+from jmp_lab.chaos import check, targets
+from jmp_lab.chaos.invoke import Invocation, Outcome
+from jmp_lab.chaos.plan import IterationPlan
+from jmp_lab.chaos.power import PowerWatch
+from jmp_lab.chaos.world import World
 
 PROMPTS = (
     "Run the planned steps: shell commands, notes files and the witness tool.",

@@ -22,9 +22,9 @@ import stat
 
 import mfusepy
 
-from tests.chaos.powercut.fsbase import read_fd
-from tests.chaos.powercut.gate import Fault
-from tests.chaos.powercut.names import NameOps
+from jmp_lab.chaos.powercut.fsbase import read_fd
+from jmp_lab.chaos.powercut.gate import Fault
+from jmp_lab.chaos.powercut.names import NameOps
 
 
 class LossyFS(NameOps):

@@ -16,10 +16,10 @@ import threading
 import time
 from typing import Any
 
-from tests.chaos import targets
-from tests.chaos.plan import DISK_FAULTS, KEPT_FILES, Cut, Fault, Kill
-from tests.chaos.powercut.control import LossyDisk
-from tests.chaos.world import World
+from jmp_lab.chaos import targets
+from jmp_lab.chaos.plan import DISK_FAULTS, KEPT_FILES, Cut, Fault, Kill
+from jmp_lab.chaos.powercut.control import LossyDisk
+from jmp_lab.chaos.world import World
 
 PRINT_WAIT_S = 2.0  # an fs cut after a record's write waits this long for it to be printed
 

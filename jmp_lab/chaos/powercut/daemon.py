@@ -1,4 +1,5 @@
-"""The disk process: `python -m tests.chaos.powercut serve BACKING MOUNT --model M --control SOCK`.
+"""The disk process:
+`python -m jmp_lab.chaos.powercut serve BACKING MOUNT --model M --control SOCK`.
 
 Everything in BACKING at start is durable. The daemon mounts LossyFS at MOUNT (foreground,
 threaded) and answers requests on the control socket (multiprocessing.connection, the authkey
@@ -30,11 +31,11 @@ from typing import Any
 
 import mfusepy
 
-from tests.chaos.powercut.backing import materialize, scan
-from tests.chaos.powercut.cut import CutReport, take
-from tests.chaos.powercut.fs import LossyFS
-from tests.chaos.powercut.gate import Rule
-from tests.chaos.powercut.model import MODELS, Image
+from jmp_lab.chaos.powercut.backing import materialize, scan
+from jmp_lab.chaos.powercut.cut import CutReport, take
+from jmp_lab.chaos.powercut.fs import LossyFS
+from jmp_lab.chaos.powercut.gate import Rule
+from jmp_lab.chaos.powercut.model import MODELS, Image
 
 UNMOUNT_WAIT_S = 5.0
 
@@ -222,7 +223,7 @@ def _answer(conn: Connection, disk: Disk) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.chaos.powercut serve")
+    parser = argparse.ArgumentParser(prog="python -m jmp_lab.chaos.powercut serve")
     parser.add_argument("backing", type=Path)
     parser.add_argument("mount", type=Path)
     parser.add_argument("--model", choices=MODELS, default="strict")

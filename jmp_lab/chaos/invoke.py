@@ -25,10 +25,10 @@ from typing import Any
 
 import psutil
 
-from tests.chaos import targets
-from tests.chaos.cutting import CutLanding
-from tests.chaos.plan import Cut, Fault, Kill
-from tests.chaos.world import World
+from jmp_lab.chaos import targets
+from jmp_lab.chaos.cutting import CutLanding
+from jmp_lab.chaos.plan import Cut, Fault, Kill
+from jmp_lab.chaos.world import World
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 INVOCATION_TIMEOUT_S = 180.0

@@ -11,8 +11,8 @@ from typing import Any
 
 import mfusepy
 
-from tests.chaos.powercut.gate import Fault, Gate, Rule
-from tests.chaos.powercut.model import Image
+from jmp_lab.chaos.powercut.gate import Fault, Gate, Rule
+from jmp_lab.chaos.powercut.model import Image
 
 KINDS = {
     stat.S_IFREG: "file",

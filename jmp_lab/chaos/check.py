@@ -14,8 +14,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from tests.chaos.plan import IterationPlan
-from tests.chaos.world import read_log
+from jmp_lab.chaos.plan import IterationPlan
+from jmp_lab.chaos.world import read_log
 
 PAGE_KINDS = {"tool_output": "tool_finished"}  # a record's kind by its recall pages' kind
 

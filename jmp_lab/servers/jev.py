@@ -18,8 +18,8 @@ from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
 
-from tests.servers.common import Faults, LoopbackServer, Recorder, read_body
-from tests.servers.jev_schema import validation_errors
+from jmp_lab.servers.common import Faults, LoopbackServer, Recorder, read_body
+from jmp_lab.servers.jev_schema import validation_errors
 
 MODELS = [
     {"name": "jev-latest", "description": "jmp loopback test server", "release_date": "2026-01-01"}
@@ -304,8 +304,8 @@ class JevServer(LoopbackServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m tests.servers.jev --port N --script FILE.json`: serve until interrupted."""
-    parser = argparse.ArgumentParser(prog="python -m tests.servers.jev")
+    """`python -m jmp_lab.servers.jev --port N --script FILE.json`: serve until interrupted."""
+    parser = argparse.ArgumentParser(prog="python -m jmp_lab.servers.jev")
     parser.add_argument("--port", type=int, default=8787)
     parser.add_argument("--script", type=Path, help="JSON list of steps")
     parser.add_argument("--key", help="require this Bearer key (default: no auth)")

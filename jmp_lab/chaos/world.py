@@ -6,7 +6,7 @@ step of the current request whose token is in no `tool_started`, else `done`; re
 `complete`; generation: that step's arguments; answers: prose. So after any kill the session
 goes on where the log says it is, and a witness seen twice can only be a re-run by jmp.
 
-A power iteration puts the sessions directory on a lossy disk (`disk`, tests/chaos/powercut),
+A power iteration puts the sessions directory on a lossy disk (`disk`, jmp_lab/chaos/powercut),
 backed by `root/disk`; the workspace and the witness files stay outside it: they are the
 world, where effects stay done.
 """
@@ -20,12 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.chaos.plan import IterationPlan, Step
-from tests.chaos.powercut.control import LossyDisk
-from tests.servers.flash import FlashServer
-from tests.servers.jev import JevServer, JevState
+from jmp_lab.chaos.plan import IterationPlan, Step
+from jmp_lab.chaos.powercut.control import LossyDisk
+from jmp_lab.servers import MCP_SERVER
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer, JevState
 
-FAKE_MCP = Path(__file__).resolve().parent.parent / "fakes" / "mcp_server.py"
+FAKE_MCP = Path(MCP_SERVER)
 Hook = Callable[..., None]
 
 

@@ -12,7 +12,7 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from tests.chaos.powercut.model import PAGE, ROOT, Image, Node
+from jmp_lab.chaos.powercut.model import PAGE, ROOT, Image, Node
 
 DATA_VARIANTS = ("lose", "torn-byte", "torn-page")  # what becomes of unsynced data at a cut
 DIR_VARIANTS = ("lose", "subset")  # what becomes of unsynced directory changes at a cut

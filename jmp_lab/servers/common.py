@@ -142,7 +142,7 @@ class LoopbackServer:
         return int(self.state.faults.clear())
 
     def serve_until_interrupted(self, name: str) -> int:
-        """For `python -m tests.servers.<name>`: announce the URL, serve until Ctrl+C."""
+        """For `python -m jmp_lab.servers.<name>`: announce the URL, serve until Ctrl+C."""
         print(f"{name} on {self.url}", flush=True)  # type: ignore[attr-defined]
         with contextlib.suppress(KeyboardInterrupt):
             threading.Event().wait()

@@ -25,13 +25,13 @@ import json
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from tests.chaos import check, targets
-from tests.chaos.plan import Cut, Fault
-from tests.chaos.world import read_log
+from jmp_lab.chaos import check, targets
+from jmp_lab.chaos.plan import Cut, Fault
+from jmp_lab.chaos.world import read_log
 
 if TYPE_CHECKING:
-    from tests.chaos.drive import Driver
-    from tests.chaos.invoke import Outcome
+    from jmp_lab.chaos.drive import Driver
+    from jmp_lab.chaos.invoke import Outcome
 
 # What jmp's projection says of an output artifact it could not read (kernel/context/render.py)
 MISSING_MARKERS = ("full output unreadable", "full output artifact is empty")

@@ -14,9 +14,9 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.chaos.powercut.cut import DATA_VARIANTS, DIR_VARIANTS
-from tests.chaos.powercut.model import MODELS
-from tests.chaos.targets import TARGETS
+from jmp_lab.chaos.powercut.cut import DATA_VARIANTS, DIR_VARIANTS
+from jmp_lab.chaos.powercut.model import MODELS
+from jmp_lab.chaos.targets import TARGETS
 
 PHASES = ("route", "generate", "tool", "between")
 # Faults an invocation may start with (besides kills): a file-size limit on the kernel, a Jev

@@ -1,6 +1,6 @@
 """A real stdio MCP server (the `mcp` SDK's low-level Server) whose tools misbehave on request.
 
-    python tests/fakes/mcp_server.py [--prefix P] [--count N] [--fail-start] [--pid-file PATH]
+    python jmp_lab/servers/mcp_server.py [--prefix P] [--count N] [--fail-start] [--pid-file PATH]
                                      [--http-port-file PATH]
 
 Default tools (each name gets the prefix): echo, add, ping (closed empty schema), mode (const-only

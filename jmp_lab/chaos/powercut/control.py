@@ -81,7 +81,7 @@ class LossyDisk:
         with contextlib.suppress(FileNotFoundError):
             self.socket.unlink()
         env = dict(os.environ, POWERCUT_KEY=self.key.hex(), PYTHONPATH=str(ROOT))
-        command = [sys.executable, "-m", "tests.chaos.powercut", "serve"]
+        command = [sys.executable, "-m", "jmp_lab.chaos.powercut", "serve"]
         args = [str(self.backing), str(self.mount), "--model", self.model]
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(

@@ -16,8 +16,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.servers.common import Fault, Faults, LoopbackServer, Recorder, read_body
-from tests.servers.flash_reply import build_chunks, build_completion, default_item, flood_events
+from jmp_lab.servers.common import Fault, Faults, LoopbackServer, Recorder, read_body
+from jmp_lab.servers.flash_reply import build_chunks, build_completion, default_item, flood_events
 
 FAULT_KINDS = ("http500", "invalid_json", "cut", "slow", "drop", "flood")
 FLOOD_PIECE = 32_768  # characters per SSE event of a flood
@@ -206,8 +206,8 @@ class FlashServer(LoopbackServer):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m tests.servers.flash --port N [--queue FILE.json]`: serve until interrupted."""
-    parser = argparse.ArgumentParser(prog="python -m tests.servers.flash")
+    """`python -m jmp_lab.servers.flash --port N [--queue FILE.json]`: serve until interrupted."""
+    parser = argparse.ArgumentParser(prog="python -m jmp_lab.servers.flash")
     parser.add_argument("--port", type=int, default=8788)
     parser.add_argument("--queue", help="JSON list of reply items")
     args = parser.parse_args(argv)

@@ -9,7 +9,7 @@ from typing import Any
 
 import mfusepy
 
-from tests.chaos.powercut.fsbase import KINDS, FSBase
+from jmp_lab.chaos.powercut.fsbase import KINDS, FSBase
 
 
 class NameOps(FSBase):

@@ -19,7 +19,7 @@ import threading
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from tests.servers.common import QuietServer, serve_in_thread
+from jmp_lab.servers.common import QuietServer, serve_in_thread
 
 MARKER = "cobalt-harbor-1729"
 BIG_BYTES = 5 * 1024 * 1024
@@ -254,8 +254,8 @@ class SiteServer:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m tests.servers.site --port N --other-port M`: serve until interrupted."""
-    parser = argparse.ArgumentParser(prog="python -m tests.servers.site")
+    """`python -m jmp_lab.servers.site --port N --other-port M`: serve until interrupted."""
+    parser = argparse.ArgumentParser(prog="python -m jmp_lab.servers.site")
     parser.add_argument("--port", type=int, default=8790)
     parser.add_argument("--other-port", type=int, default=8791)
     args = parser.parse_args(argv)

@@ -8,9 +8,9 @@ import shutil
 import stat
 from pathlib import Path
 
-from tests.chaos.powercut.cut import Entry
-from tests.chaos.powercut.fsbase import KINDS
-from tests.chaos.powercut.model import Image
+from jmp_lab.chaos.powercut.cut import Entry
+from jmp_lab.chaos.powercut.fsbase import KINDS
+from jmp_lab.chaos.powercut.model import Image
 
 
 def scan(backing: Path, image: Image) -> None:

@@ -1,4 +1,4 @@
-"""`python -m tests.chaos --iterations N --seed S [--first I] [--jmp CMD] [--keep] [--power M]`
+"""`python -m jmp_lab.chaos --iterations N --seed S [--first I] [--jmp CMD] [--keep] [--power M]`
 
 Runs N iterations (plans seed:first .. seed:first+N-1), prints the table of figures and, for
 each violation, the kept directory and the command that reproduces it. Exit 1 on violations.
@@ -21,12 +21,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from tests.chaos.drive import IterationReport, run_iteration
-from tests.chaos.invoke import jmp_command
-from tests.chaos.plan import IterationPlan, aimed, make_plan, parse_cut
-from tests.chaos.powercut.control import available
-from tests.chaos.powercut.model import MODELS
-from tests.chaos.targets import stop_pool
+from jmp_lab.chaos.drive import IterationReport, run_iteration
+from jmp_lab.chaos.invoke import jmp_command
+from jmp_lab.chaos.plan import IterationPlan, aimed, make_plan, parse_cut
+from jmp_lab.chaos.powercut.control import available
+from jmp_lab.chaos.powercut.model import MODELS
+from jmp_lab.chaos.targets import stop_pool
 
 POWER_MODES = ("off", "mix", "only")
 
@@ -133,11 +133,11 @@ def reproduce(
     extra += f" --model {model}" if model and power else ""
     extra += f" --aim {shlex.quote(aim)}" if aim and power else ""
     extra += f" --jmp {shlex.quote(jmp)}" if jmp else ""
-    return f"python -m tests.chaos --seed {seed} --first {index} --iterations 1 --keep{extra}"
+    return f"python -m jmp_lab.chaos --seed {seed} --first {index} --iterations 1 --keep{extra}"
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tests.chaos", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m jmp_lab.chaos", description=__doc__)
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--first", type=int, default=0, help="index of the first iteration")
@@ -152,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     reason = available() if options.power != "off" else None
     if reason is not None:
-        print(f"python -m tests.chaos: power cuts cannot run here: {reason}", file=sys.stderr)
+        print(f"python -m jmp_lab.chaos: power cuts cannot run here: {reason}", file=sys.stderr)
         print("  (--power off runs the kill campaign alone)", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # stop the current run with us

@@ -1,1 +1,0 @@
-"""Loopback stand-ins for the hosted models: JevServer (jev.py) and FlashServer (flash.py)."""
