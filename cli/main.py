@@ -24,7 +24,6 @@ from kernel.store.catalog import (
     sessions_home,
 )
 from kernel.store.workspace import check_workspace, utf8_problem
-from protocol.inspection import forbid_inspection
 
 if TYPE_CHECKING:
     from cli.printer import Printer
@@ -161,7 +160,6 @@ def _run(args: argparse.Namespace, printer: Printer) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the CLI; returns the exit status (0 completed/compacted/list, 2 otherwise)."""
-    forbid_inspection()  # it holds the keys (its environment): before any child exists
     argv = sys.argv[1:] if argv is None else list(argv)
     as_json = "--json" in argv
     session: str | None = None
@@ -176,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.list:
             print_sessions(list_sessions(sessions_home(args.sessions_dir)), args.json)
             return 0
+        from protocol.inspection import forbid_inspection  # not for --list: no protocol import
+
+        forbid_inspection()  # it holds the keys (its environment): before any child exists
         if args.acp:
             from acp_server.main import serve
 

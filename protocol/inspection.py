@@ -5,9 +5,10 @@ process, a shell the model started among them, can then read neither /proc/PID/e
 /proc/PID/mem of it, nor attach a debugger, and it leaves no core dump. Root (CAP_SYS_PTRACE)
 ignores the flag. A fork inherits it; exec resets it (so the shells a tool worker runs are
 ordinary processes again), which is why every key holder sets it itself before its first child
-exists: the front ends (CLI, `jmp --acp`, jev-harness, its MCP server) first thing in `main`,
-an embedding program when it reads its settings or starts a worker, every worker at the import
-of `workers` (a forked one already has it from the pool). A prctl, the one system call in
+exists: the front ends (CLI, `jmp --acp`, jev-harness, its MCP server) first thing in `main`
+(the CLI once its arguments are read), an embedding program when it reads its settings or
+starts a worker, every worker at the import of `workers` (a forked one already has it from the
+pool). A prctl, the one system call in
 `protocol/`, because kernel and workers share it and workers import nothing else of ours.
 """
 
