@@ -29,6 +29,10 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         if entry is not None:
             marks.append(pytest.mark.xfail(strict=True, reason=entry.reason))
         params.append(pytest.param(cell, id=cell.id, marks=marks))
+    if not params:  # else pytest would skip it quietly ("got empty parameter set")
+        raise pytest.UsageError(
+            f"{metafunc.function.__name__} needs {sorted(wanted)}: no front end has all of them"
+        )
     metafunc.parametrize("cell", params)
 
 
