@@ -16,7 +16,7 @@ import psutil
 
 from protocol import pool as P
 from tests.security.world import base_environment
-from tests.support.warm import suite_pool
+from tests.support.warm import launch_pool, pool_pids, suite_pool, view_key_of
 
 
 class SpawnPath:
@@ -28,6 +28,9 @@ class SpawnPath:
     def prepare(self, wrap: Sequence[str] = ()) -> None:
         """Before a run whose front end runs under `wrap` (its confinement): make the path
         available (e.g. the pool of that confinement answers)."""
+
+    def warm_up(self, wrap: Sequence[str] = ()) -> None:
+        """Start making the path available for runs under `wrap`, and return at once."""
 
     def parent_kind(self, parent: psutil.Process | None, kernel_pid: int) -> str:
         """What a worker's parent was: "pool", "kernel" or "other"."""
@@ -61,6 +64,12 @@ class Warm(SpawnPath):
 
     def prepare(self, wrap: Sequence[str] = ()) -> None:
         suite_pool(self.directory(), ready_s=300, wrap=wrap)
+
+    def warm_up(self, wrap: Sequence[str] = ()) -> None:
+        """Launch that confinement's pool now (its preload overlaps the cold runs)."""
+        view = view_key_of(wrap) if wrap else None
+        if not pool_pids(self.directory(), view):
+            launch_pool(self.directory(), wrap)
 
 
 class Cold(SpawnPath):

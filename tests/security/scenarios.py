@@ -149,6 +149,9 @@ def prefetch(keys: list[tuple[str, Cell]]) -> None:
     stop = threading.Event()
 
     def lane() -> None:
+        for path in {cell.spawn for _, cell in todo}:
+            with contextlib.suppress(Exception):  # prepare() reports what fails
+                path.warm_up(confine([]))
         for key in todo:
             if stop.is_set():
                 return
@@ -191,7 +194,7 @@ def _leftovers(world: World, timeout_s: float = 15.0) -> list[str]:
         left = processes_of(world.home, world.tmp, world.marker)
         if not left or time.monotonic() > deadline:
             break
-        time.sleep(0.1)
+        time.sleep(0.5)  # a scan reads every process's /proc entries: not at 10 Hz
     found = []
     for proc in left:
         with contextlib.suppress(psutil.Error):
