@@ -27,6 +27,7 @@ install:
 	if [ -x $(PY) ] && ! $(PY) -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then rm -rf $(VENV); fi; \
 	[ -x $(PY) ] || "$$base" -m venv $(VENV); \
 	$(PY) -m pip install -q --upgrade pip && \
+	{ $(PY) -m pip uninstall -q -y jmp 2>/dev/null || true; } && \
 	$(PY) -m pip install -q -c constraints.txt -e '.[test]' && \
 	$(PY) -m compileall -q -j 0 main.py $(CODE) >/dev/null
 

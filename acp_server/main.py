@@ -95,9 +95,8 @@ def _warm() -> int:
 
 
 def _version() -> str:
-    from importlib import metadata
+    """jmp's version (kernel/config/install.py): the distribution "jmp" on PyPI is another
+    project, whose version this reported when it was installed beside us."""
+    from kernel.config.install import version
 
-    try:
-        return metadata.version("jmp")
-    except metadata.PackageNotFoundError:
-        return "0"
+    return version()

@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 import sys
 import time
+from pathlib import Path
 from typing import TextIO
 
 from kernel.store.catalog import SessionInfo
 
 
 def sessions_line(infos: list[SessionInfo]) -> str:
-    """The single JSON line `--list --json` prints."""
+    """The single JSON line `--list --json` prints (the contract's shape, nothing added)."""
     message = {
         "version": 1,
         "session_id": None,
@@ -44,8 +45,17 @@ def table(infos: list[SessionInfo]) -> str:
     )
 
 
-def print_sessions(infos: list[SessionInfo], as_json: bool, out: TextIO | None = None) -> None:
-    """Print the listing to stdout."""
+def print_sessions(
+    infos: list[SessionInfo], as_json: bool, home: Path | None = None, out: TextIO | None = None
+) -> None:
+    """Print the listing to stdout; the readable one ends saying where sessions live."""
     out = out or sys.stdout
-    out.write((sessions_line(infos) if as_json else table(infos)) + "\n")
+    if as_json:
+        text = sessions_line(infos)
+    else:
+        from kernel.display import terminal_safe
+
+        where = "" if home is None else f"\nsessions are kept in {home}"
+        text = terminal_safe(table(infos) + where)  # a title or a path may carry escapes
+    out.write(text + "\n")
     out.flush()

@@ -51,12 +51,62 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
         columns = os.get_terminal_size(sys.stderr.fileno()).columns
     except (OSError, ValueError):
         columns = int(os.environ.get("COLUMNS", "") or 80)
-    return argparse.HelpFormatter(prog, width=max(columns - 2, 40))
+    # Raw: the epilog is a table of variables, laid out by hand.
+    return argparse.RawDescriptionHelpFormatter(prog, width=max(columns - 2, 40))
+
+
+class _Version(argparse.Action):
+    """`--version`: jmp's version (kernel/config/install.py), looked up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print jmp's version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from kernel.config.install import PROJECT, kind, version
+
+        out = getattr(parser, "help_file", None) or sys.stdout
+        out.write(f"jmp {version()} ({kind()}, {PROJECT})\n")
+        parser.exit(0)
+
+
+def _epilog() -> str:
+    """The key variables, and where this copy keeps sessions and reads its MCP config."""
+    from kernel.config.install import default_mcp_config, default_sessions_dir, kind
+
+    sessions = os.environ.get("JMP_SESSIONS_DIR") or default_sessions_dir()
+    mcp = os.environ.get("JMP_MCP_CONFIG") or default_mcp_config()
+    return "\n".join(
+        [
+            "environment:",
+            "  TYPESAFE_API_KEY   Jev's key (the router); TYPESAFE_BASE_URL, JEV_MODEL",
+            "  FLASH_API_KEY      Flash's key (the generator; or DEEPSEEK_API_KEY);",
+            "                     FLASH_BASE_URL, FLASH_MODEL",
+            f"  JMP_SESSIONS_DIR   where sessions live; now {sessions}",
+            f'  JMP_MCP_CONFIG     MCP servers ({{"mcpServers": {{...}}}}); now {mcp}',
+            "  JMP_WARM=0         no warm worker pool (every worker starts cold)",
+            "  and JEV_CONTEXT_BYTES, FLASH_CONTEXT_BYTES, JEV_ROUTE_FLOOR, JEV_ARGUMENT_OFFLOAD,",
+            "  JMP_BASH_TIMEOUT_S, JMP_BASH_OUTPUT_BYTES (README, Configuration)",
+            "",
+            *_where(kind()),
+        ]
+    )
+
+
+def _where(kind: str) -> list[str]:
+    if kind == "checkout":
+        return ["This copy is a source checkout: its sessions and MCP config are in its .jmp/."]
+    return [
+        "This copy is installed: sessions under $XDG_DATA_HOME/jmp (~/.local/share/jmp), the",
+        "MCP config in $XDG_CONFIG_HOME/jmp (~/.config/jmp); an uninstall leaves both.",
+    ]
 
 
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
-        prog="jmp", description="A crash-safe local coding agent.", formatter_class=_formatter
+        prog="jmp",
+        description="A crash-safe local coding agent.",
+        formatter_class=_formatter,
+        epilog=_epilog(),
     )
     p.add_argument("prompt", nargs="?", help="the task, or a follow-up with --session")
     p.add_argument("--json", action="store_true", help="JSON lines on stdout")
@@ -70,6 +120,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--acp", action="store_true", help="serve the Agent Client Protocol on stdin/stdout"
     )
+    p.add_argument("--version", action=_Version)
     return p
 
 
@@ -172,7 +223,8 @@ def main(argv: list[str] | None = None) -> int:
         session = args.session
         _validate(args)
         if args.list:
-            print_sessions(list_sessions(sessions_home(args.sessions_dir)), args.json)
+            home = sessions_home(args.sessions_dir)
+            print_sessions(list_sessions(home), args.json, home)
             return 0
         from protocol.inspection import forbid_inspection  # not for --list: no protocol import
 

@@ -33,21 +33,43 @@ class _Parser(argparse.ArgumentParser):
         raise UsageProblem(f"{message} (see jev-harness --help)")
 
 
+class _Version(argparse.Action):
+    """`--version`: jmp's version (jev-harness ships with jmp), looked up only when asked."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(option_strings, dest, nargs=0, help="print the version and exit")
+
+    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
+        from kernel.config.install import DISTRIBUTION, version
+
+        sys.stdout.write(f"jev-harness {version()} ({DISTRIBUTION})\n")
+        parser.exit(0)
+
+
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="jev-harness", description="Run thin task scripts with Jev choosing.")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
     check = sub.add_parser("check-task", help="check a task script statically (no network)")
-    check.add_argument("file")
+    check.add_argument("file", help="the task script (it defines workflow = TaskScript(build))")
     check.add_argument("--inputs", metavar="JSON", help="also build the task with these inputs")
-    check.add_argument("--json", action="store_true")
+    check.add_argument(
+        "--json", action="store_true", help='one JSON object: {"ok", "problems", "tools", ...}'
+    )
     run = sub.add_parser("run", help="run a task script with Jev deciding each step")
-    run.add_argument("file")
+    run.add_argument("file", help="the task script")
     add_run_options(run)
-    run.add_argument("--json", action="store_true")
+    run.add_argument(
+        "--json", action="store_true", help="JSON lines on stdout, as jmp --json, then a result"
+    )
     inspect = sub.add_parser("inspect", help="a session's status and receipt")
-    inspect.add_argument("session_id")
-    inspect.add_argument("--sessions-dir", metavar="PATH")
-    inspect.add_argument("--json", action="store_true")
+    inspect.add_argument("session_id", help="the session id (32 hex digits)")
+    inspect.add_argument(
+        "--sessions-dir", metavar="PATH", help="session storage (or JMP_SESSIONS_DIR; see jmp -h)"
+    )
+    inspect.add_argument(
+        "--json", action="store_true", help='one JSON object: {"session_id", "status", ...}'
+    )
     return p
 
 

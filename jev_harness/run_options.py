@@ -14,12 +14,28 @@ class UsageError(Exception):
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
     """--goal, --inputs, --context, --max-steps, --timeout, --sessions-dir."""
-    p.add_argument("--goal", required=True, metavar="TEXT")
-    p.add_argument("--inputs", required=True, metavar="JSON")
-    p.add_argument("--context", metavar="JSON")
-    p.add_argument("--max-steps", type=int, default=20, metavar="N")
-    p.add_argument("--timeout", type=float, default=120.0, metavar="S")
-    p.add_argument("--sessions-dir", metavar="PATH")
+    p.add_argument("--goal", required=True, metavar="TEXT", help="what the task is to achieve")
+    p.add_argument(
+        "--inputs", required=True, metavar="JSON", help="the object the script's build() gets"
+    )
+    p.add_argument("--context", metavar="JSON", help="any JSON value Jev sees beside the goal")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=20,
+        metavar="N",
+        help="executed operations allowed (default 20; the entry capture is not counted)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        default=120.0,
+        metavar="S",
+        help="wall-clock seconds for the run (default 120)",
+    )
+    p.add_argument(
+        "--sessions-dir", metavar="PATH", help="session storage (or JMP_SESSIONS_DIR; see jmp -h)"
+    )
 
 
 def json_arg(flag: str, text: str | None, *, obj: bool) -> Any:

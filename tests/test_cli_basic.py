@@ -127,10 +127,14 @@ def test_list_json_and_table_on_a_populated_dir(home, session_id, short_tmp):
     assert isinstance(row["last_activity"], float)
     table = jmp("--list", "--sessions-dir", str(home))
     assert table.returncode == 0
-    header, body = table.stdout.splitlines()
+    header, body, where = table.stdout.splitlines()
     assert header.split()[:3] == ["SESSION", "STATUS", "EVENTS"]
     assert body.startswith(session_id) and "completed" in body and body.endswith("first task")
-    assert jmp("--list", "--sessions-dir", str(short_tmp / "none")).stdout == "no sessions yet\n"
+    assert where == f"sessions are kept in {home}"
+    none = short_tmp / "none"
+    assert jmp("--list", "--sessions-dir", str(none)).stdout == (
+        f"no sessions yet\nsessions are kept in {none}\n"
+    )
 
 
 def test_list_imports_no_sdk_zmq_or_msgspec(home, session_id):

@@ -35,7 +35,8 @@ GOOD = {
 def no_env_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """No test reads the developer's own config: env unset, default path empty."""
     monkeypatch.delenv(mcp_config.ENV_PATH, raising=False)
-    monkeypatch.setattr(mcp_config, "DEFAULT_PATH", tmp_path / "default" / "mcp.json")
+    default = tmp_path / "default" / "mcp.json"
+    monkeypatch.setattr(mcp_config, "default_path", lambda: default)
 
 
 def write(tmp_path: Path, document: object, name: str = "mcp.json") -> Path:
@@ -91,8 +92,8 @@ def test_missing_default_file_means_no_servers() -> None:
 
 
 def test_default_file_is_read_when_present(tmp_path: Path) -> None:
-    mcp_config.DEFAULT_PATH.parent.mkdir()
-    mcp_config.DEFAULT_PATH.write_text(json.dumps(GOOD))
+    mcp_config.default_path().parent.mkdir()
+    mcp_config.default_path().write_text(json.dumps(GOOD))
     assert sorted(load_servers().servers) == ["fs", "plain", "web"]
 
 

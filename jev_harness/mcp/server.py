@@ -55,8 +55,11 @@ class Front:
         self.calls = 0
 
     def server(self) -> Server[Any, Any]:
+        from kernel.config.install import version
+
         server: Server[Any, Any] = Server(
             "jev-harness",
+            version=version(),  # jmp's, not the MCP SDK's (the SDK's default)
             instructions=(
                 "One jev-harness task. Call observe, then arguments and operate with the "
                 "latest state_ref, or run_task to let Jev run the whole task."

@@ -32,9 +32,15 @@ __all__ = [
     "parse_servers",
 ]
 
-PROJECT = Path(__file__).resolve().parents[2]
-DEFAULT_PATH = PROJECT / ".jmp" / "mcp.json"
 ENV_PATH = "JMP_MCP_CONFIG"
+
+
+def default_path() -> Path:
+    """Where the config is read when JMP_MCP_CONFIG is not set: PROJECT/.jmp/mcp.json in a
+    checkout, $XDG_CONFIG_HOME/jmp/mcp.json for an installed copy (kernel/config/install.py)."""
+    from kernel.config.install import default_mcp_config
+
+    return default_mcp_config()
 
 
 class McpServers:
@@ -69,7 +75,7 @@ def load_servers(path: str | Path | None = None, *, enabled: bool = True) -> Mcp
     if not enabled:
         return McpServers({}, None)
     explicit = path is not None or bool(os.environ.get(ENV_PATH))
-    chosen = Path(path if path is not None else os.environ.get(ENV_PATH) or DEFAULT_PATH)
+    chosen = Path(path if path is not None else os.environ.get(ENV_PATH) or default_path())
     try:
         raw = chosen.read_bytes()
     except FileNotFoundError:

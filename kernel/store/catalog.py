@@ -16,7 +16,6 @@ from typing import Any
 
 from kernel.errors import UsageError
 
-PROJECT = Path(__file__).resolve().parents[2]  # the directory that holds main.py
 SESSION_ID = re.compile(r"[0-9a-f]{32}")
 HEAD_BYTES = 64 * 1024  # a first user request longer than this is read line by line
 TAIL_BYTES = 64 * 1024  # doubled until a line that decides the status is found
@@ -27,8 +26,12 @@ _DECODER = json.JSONDecoder()
 
 
 def sessions_home(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """--sessions-dir, else $JMP_SESSIONS_DIR, else PROJECT/.jmp/sessions (not created)."""
-    chosen = explicit or os.environ.get("JMP_SESSIONS_DIR") or PROJECT / ".jmp" / "sessions"
+    """--sessions-dir, else $JMP_SESSIONS_DIR, else the installation's default (not created):
+    PROJECT/.jmp/sessions in a checkout, $XDG_DATA_HOME/jmp/sessions for an installed copy
+    (kernel/config/install.py)."""
+    from kernel.config.install import default_sessions_dir
+
+    chosen = explicit or os.environ.get("JMP_SESSIONS_DIR") or default_sessions_dir()
     return Path(chosen).expanduser().absolute()
 
 
