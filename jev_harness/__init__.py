@@ -25,6 +25,7 @@ _EXPORTS = {
     "EvidenceTask": "jev_harness.evidence_task",
     "contains": "jev_harness.checks",
     "markers_verifier": "jev_harness.checks",
+    "markers_by_label": "jev_harness.checks",
     "WorkspaceToolkit": "jev_harness.workspace",
     "WebTools": "jev_harness.web",
     "HttpProvider": "jev_harness.web",
@@ -49,12 +50,13 @@ __all__ = [
     "WebTools",
     "WorkspaceToolkit",
     "contains",
+    "markers_by_label",
     "markers_verifier",
     "open_session",
 ]
 
 if TYPE_CHECKING:
-    from jev_harness.checks import contains, markers_verifier
+    from jev_harness.checks import contains, markers_by_label, markers_verifier
     from jev_harness.evidence_store import EvidenceStore, Passage
     from jev_harness.evidence_task import EvidenceTask
     from jev_harness.model import (

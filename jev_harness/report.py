@@ -83,7 +83,7 @@ class ReportRefused(OSError):
 def write_report(path: Path, doc: dict[str, Any]) -> None:
     """Write `doc` at `path` atomically; only `path` and a temp file beside it are touched.
 
-    The directories are reached without following a link (see `_directory`), missing ones are
+    The directories are reached without following a link (see `open_directory`), missing ones are
     created, and an existing `path` is replaced only when it is a regular file holding a
     jev-harness report: anything else there (another file, a link, a FIFO, a directory) is
     refused with ReportRefused, never overwritten.
@@ -91,7 +91,7 @@ def write_report(path: Path, doc: dict[str, Any]) -> None:
     data = encode_report(doc)
     if len(data) > MAX_REPORT_BYTES:
         raise ReportRefused(f"the report is larger than {MAX_REPORT_BYTES} bytes; not written")
-    dirfd = _directory(path.parent, create=True)
+    dirfd = open_directory(path.parent, create=True)
     try:
         _check_replaceable(dirfd, path)
         temp = f".{path.name}.{os.getpid()}.{next(_temp_names)}.tmp"
@@ -112,8 +112,9 @@ def write_report(path: Path, doc: dict[str, Any]) -> None:
         os.close(dirfd)
 
 
-def _directory(directory: Path, create: bool) -> int:
-    """A descriptor of `directory`, reached one component at a time with O_NOFOLLOW.
+def open_directory(directory: Path, create: bool) -> int:
+    """A descriptor of `directory`, reached one component at a time with O_NOFOLLOW (the
+    report's directory, and the MCP server's `--archive` one).
 
     The walk starts at the working directory when `directory` lies inside it (the person
     chose that directory, links on its way included), else at `/`; a symbolic link or a
@@ -234,7 +235,7 @@ def receipt(path: Path, expected: dict[str, Any]) -> dict[str, Any]:
         "sources": [],
     }
     try:
-        dirfd = _directory(path.parent, create=False)
+        dirfd = open_directory(path.parent, create=False)
     except OSError:
         return result
     try:

@@ -22,8 +22,11 @@ class PlantedFile(OSError):
     """The name is a link, a special file, a hard link or another user's file: not ours."""
 
 
-def open_own(path: str | os.PathLike[str], flags: int, mode: int = 0o600) -> int:
+def open_own(
+    path: str | os.PathLike[str], flags: int, mode: int = 0o600, *, dir_fd: int | None = None
+) -> int:
     """os.open for a regular file of our own, created if `flags` say so; PlantedFile else.
+    `dir_fd`: `path` is relative to that directory (os.open's meaning).
 
     The last component is never followed (O_NOFOLLOW), the open never blocks (a FIFO is
     opened non-blocking, then refused), and a file that is not regular, has another name
@@ -33,7 +36,7 @@ def open_own(path: str | os.PathLike[str], flags: int, mode: int = 0o600) -> int
     truncate = flags & os.O_TRUNC
     flags = (flags & ~os.O_TRUNC) | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     try:
-        fd = os.open(path, flags, mode)
+        fd = os.open(path, flags, mode, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise PlantedFile(errno.ELOOP, "a symbolic link, never followed", str(path)) from None

@@ -43,7 +43,7 @@ def parser() -> argparse.ArgumentParser:
         prog="python -m jev_harness.mcp",
         description="Serve one jev-harness task session over stdio MCP.",
     )
-    p.add_argument("script", metavar="SCRIPT")
+    p.add_argument("script", metavar="SCRIPT", help="the task script")
     add_run_options(p)
     p.add_argument("--archive", metavar="FILE", help="mirror every persisted event line here")
     p.add_argument("--direct-only", action="store_true", help="no run_task, no Jev key needed")
@@ -54,13 +54,24 @@ class Archive:
     """`--archive FILE`: each persisted event line, byte for byte as in events.jsonl.
 
     FILE is created or emptied, but never through a planted name: a symbolic link, a FIFO, a
-    device, a hard link or another user's file there is refused (protocol/own_files.py)."""
+    device, a hard link or another user's file there is refused (protocol/own_files.py). Its
+    missing directories are made as a report's are (`output`), and reached the same way: no
+    link is followed below the working directory (jev_harness/report.py)."""
 
     def __init__(self, path: str) -> None:
+        from pathlib import Path
+
+        from jev_harness.report import open_directory
         from protocol.own_files import open_own
 
+        target = Path(os.path.abspath(path))
         try:
-            self.fd: int | None = open_own(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+            dirfd = open_directory(target.parent, create=True)
+            try:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+                self.fd: int | None = open_own(target.name, flags, dir_fd=dirfd)
+            finally:
+                os.close(dirfd)
         except OSError as exc:
             raise Usage(f"--archive: cannot write {path}: {exc.strerror or exc}") from None
 

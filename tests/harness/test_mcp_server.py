@@ -196,7 +196,7 @@ def test_delegate_is_an_unadvertised_alias_of_run_task(cli: HarnessCli) -> None:
     [
         ((), False, "TYPESAFE_API_KEY"),
         (("--max-steps", "0"), False, "--max-steps"),
-        (("--archive", "/nonexistent/dir/a.jsonl", "--direct-only"), False, "--archive"),
+        (("--archive", "/dev/null/a.jsonl", "--direct-only"), False, "--archive"),  # no dir
     ],
 )
 def test_a_server_that_cannot_start_names_why_and_exits_2(

@@ -167,3 +167,22 @@ def test_the_archive_is_never_opened_through_a_planted_name(cli: HarnessCli, pla
     assert "--archive" in done.stderr and str(archive) in done.stderr
     assert victim.read_text() == VICTIM
     assert not cli.home.exists() or not any(cli.home.iterdir())  # refused before any session
+
+
+def test_the_archive_makes_its_missing_directories_as_the_output_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The seed's `--archive local-results/session.jsonl` in a fresh directory (2b9f963: "cannot
+    write ... No such file or directory", while `output` made that same directory); a link
+    among the directories below the working directory is refused, as for a report."""
+    from jev_harness.mcp.cli import Archive, Usage
+
+    monkeypatch.chdir(tmp_path)
+    archive = Archive("local-results/deep/session.jsonl")
+    archive.close()
+    assert (tmp_path / "local-results" / "deep" / "session.jsonl").is_file()
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(Usage, match="symbolic link"):
+        Archive("linked/session.jsonl")
+    assert not any((tmp_path / "elsewhere").iterdir())

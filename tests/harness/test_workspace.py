@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import threading
@@ -222,3 +223,24 @@ def test_names_that_escape_alike_are_omitted_not_confused(tmp_path):
     outcome = _run(task, "files.list", dir=".")
     assert "a\\xe9 (omitted: ambiguous name)" in outcome.text
     assert [o.id for o in task.domain("files.read", "path", {})] == ["a\\xe9"]
+
+
+def test_workspace_example_takes_markers_as_the_seed_writes_them(corpus, tmp_path, monkeypatch):
+    """`markers` as a mapping from category to marker (HARNESS.md section 2, the seed): the
+    records are labelled by the category (2b9f963 refused the mapping: "must be a list")."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("workspace_task", "examples/workspace_task.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.chdir(tmp_path)
+    inputs = {"root": str(corpus), "queries": ["marker"], "markers": {"answer": "BLUE-HERON"}}
+    task = module.workflow.build({**inputs, "output": "report.json"})
+    task.configure("find the heron")
+    _drive(task)
+    assert task.complete()
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert [r["label"] for r in report["records"]] == ["answer"]
+    assert "BLUE-HERON" in report["records"][0]["quote"]
+    with pytest.raises(ValueError, match=r"markers\['answer'\]: the marker must be"):
+        module.workflow.build({**inputs, "markers": {"answer": ""}, "output": "r.json"})
