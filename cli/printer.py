@@ -1,31 +1,51 @@
 """What the CLI prints: JSON lines on stdout with --json, else a readable live view.
 
 Diagnostics go to stderr only. The protocol codec (msgspec) is imported on the first event, not
-at import, so that `--list` and usage errors start fast. Every byte written passes `_write` or
-`error`: the redactor (every key variable that is set, the MCP secrets once loaded, the token
-formats) on both streams, and for a terminal `terminal_safe` (no escape sequence from a model,
-a tool or a file name acts on it).
+at import, so that `--list` and usage errors start fast. Every byte written passes `_write`,
+`_draw` or `_say`: the redactor (every key variable that is set, the MCP secrets once loaded,
+the token formats) on both streams, and for a terminal `terminal_safe` (no escape sequence from
+a model, a tool or a file name acts on it).
+
+On a terminal the view keeps a status block at its bottom, redrawn in place: a model's
+progress, a worker it waits for, or a running tool call (its time so far, refreshed every
+second, and the newest lines of its output). Into a pipe or a file none of that is written.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from cli.render import closing, fit, render, running
 from kernel.display import terminal_safe
 from kernel.store.catalog import is_session_id
 from kernel.store.redact import Redactor, environment_secrets
 
 if TYPE_CHECKING:
     from protocol.events import Event
+    from protocol.messages import ToolProgress
 
-PREVIEW_LINES = 6
-PREVIEW_CHARS = 160
+__all__ = ["Printer", "render"]
+
 WAIT_SHOWN_AFTER_S = 0.5  # a shorter wait for a starting worker is not worth a line
+TOOL_SHOWN_AFTER_S = 1.0  # a call that ends sooner shows no status block
+REFRESH_S = 1.0  # a running call's time is redrawn this often
 WAITING_FOR = {"tool": "tools", "router": "the router", "generator": "the generator"}
+_ENDS_A_CALL = ("tool_finished", "tool_uncertain", "final", "error")
+
+
+class _Call:
+    """The tool call running now, as the view knows it."""
+
+    def __init__(self, call_id: str, tool: str) -> None:
+        self.call_id, self.tool = call_id, tool
+        self.started = time.monotonic()
+        self.progress: ToolProgress | None = None
 
 
 class Printer:
@@ -44,26 +64,92 @@ class Printer:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
         self._lock = threading.Lock()
-        self._progress = False  # an overwritable progress line is on screen
+        self._progress = 0  # lines of the status block on screen (redrawn in place)
         self._live = bool(getattr(self.out, "isatty", lambda: False)())
         self._final_shown = False  # the answer was printed as it happened
         self._waits: dict[str, threading.Timer] = {}
         self._wait_shown: str | None = None
+        self._call: _Call | None = None
+        self._ticker: threading.Thread | None = None
+        self._seen_session = False  # an event of a session was printed: the run got that far
+        self._interrupted: set[str] = set()  # calls left uncertain and not acknowledged
+        self.home: str | None = None  # where the run's sessions are kept (cli/run.py says)
+        self.home_args: list[str] = []  # `--sessions-dir H` when H is not the default
+
+    def locate(self, home: Path) -> None:
+        """The sessions home of this run: the closing lines say it, and put `--sessions-dir`
+        into the next command when it is not where jmp looks by default."""
+        from kernel.config.install import default_sessions_dir
+
+        self.home = str(home)
+        default = default_sessions_dir()
+        self.home_args = [] if Path(home) == default else ["--sessions-dir", str(home)]
 
     def event(self, event: Event) -> None:
         """One persisted or transient event: a JSON line, or a line of the live view."""
         with self._lock:
+            self._seen_session = self._seen_session or event.seq is not None
             if self.json:
                 from protocol.codec import encode_event
 
                 self._write(encode_event(event).decode() + "\n")
-            elif event.kind in ("model_progress", "model_started"):
+                return
+            if event.kind in ("model_progress", "model_started"):
                 self._show_progress(event)
+                return
+            self._follow(event)
+            text = render(event)
+            if text is not None:
+                self._final_shown = self._final_shown or event.kind == "final"
+                self._write(text + "\n")
+
+    def _follow(self, event: Event) -> None:
+        """What the view remembers: the call running, the calls left uncertain."""
+        data = event.data
+        if event.kind == "tool_started" and self._live:
+            self._call = _Call(data.call_id, data.tool)
+            self._start_ticker()
+        elif event.kind in _ENDS_A_CALL:
+            self._call = None
+        if event.kind == "tool_uncertain":
+            if data.acknowledged:
+                self._interrupted.discard(data.call_id)
             else:
-                text = render(event)
-                if text is not None:
-                    self._final_shown = self._final_shown or event.kind == "final"
-                    self._write(text + "\n")
+                self._interrupted.add(data.call_id)
+
+    def tool_output(self, progress: ToolProgress) -> None:
+        """A running call's output so far (kernel/supervision/tools.py `on_output`): its
+        status block shows the newest lines; never on a pipe, never with --json."""
+        if self.json or not self._live:
+            return
+        with self._lock:
+            call = self._call
+            if call is not None and progress.reply_to == call.call_id:
+                call.progress = progress
+                self._show_call()
+
+    def _start_ticker(self) -> None:
+        if self._ticker is not None:
+            return
+
+        def tick() -> None:
+            while True:
+                time.sleep(REFRESH_S / 4)
+                with self._lock:
+                    self._show_call()
+
+        self._ticker = threading.Thread(target=tick, name="view-ticker", daemon=True)
+        self._ticker.start()
+
+    def _show_call(self) -> None:
+        """Redraw the running call's block (under the lock) once it has run a moment."""
+        call = self._call
+        if call is None:
+            return
+        seconds = time.monotonic() - call.started
+        if seconds < TOOL_SHOWN_AFTER_S:
+            return
+        self._draw(running(call.tool, seconds, call.progress))
 
     def result(self, data: dict[str, Any]) -> None:
         """The last line: `{"kind":"result",...}` with --json, else a one-line outcome."""
@@ -85,10 +171,13 @@ class Printer:
                     "data": data,
                 }
                 self._write(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
-            elif data.get("status") != "error" and data.get("session_id"):
-                if not self._final_shown and data.get("summary"):  # e.g. a replayed answer
-                    self._write(f"\n{data['summary']}\n\n")
-                self._write(f"[{data.get('status')}] session {data['session_id']}\n")
+            elif data.get("session_id") and (data.get("status") != "error" or self._seen_session):
+                # An error before the session was reached (a usage error, a busy lock) has
+                # its one line on stderr, which names the next step.
+                if not self._final_shown and data.get("summary") and data["status"] != "error":
+                    self._write(f"\n{data['summary']}\n\n")  # e.g. a replayed answer
+                lines = closing(data, self.home, self.home_args, bool(self._interrupted))
+                self._write("\n".join(lines) + "\n")
 
     def note(self, text: str) -> None:
         """A diagnostic on stderr (both views): stdout stays what the run itself printed."""
@@ -128,9 +217,8 @@ class Printer:
         with self._lock:
             if kind not in self._waits:
                 return  # it ended while the timer fired
-            self.out.write(f"\r\033[K  starting {WAITING_FOR.get(kind, kind)}…")
-            self.out.flush()
-            self._progress, self._wait_shown = True, kind
+            self._draw([f"  starting {WAITING_FOR.get(kind, kind)}…"])
+            self._wait_shown = kind
 
     def _show_progress(self, event: Event) -> None:
         if not self._live:
@@ -138,16 +226,32 @@ class Printer:
         data = event.data
         chars = getattr(data, "characters", None)
         what = f"{chars} characters" if chars is not None else "waiting"
-        label = terminal_safe(self.redactor.text(f"{data.stage} · {data.model or 'model'}"))
-        self.out.write(f"\r\033[K  {label}: {what}…")
+        self._draw([f"  {data.stage} · {data.model or 'model'}: {what}…"])
+
+    def _draw(self, lines: list[str]) -> None:
+        """The status block, in place of the one on screen (live view only): each line
+        redacted, made inert and cut to the terminal's width, so that none wraps."""
+        columns = self._columns() - 1
+        shown = [fit(terminal_safe(self.redactor.text(line)), columns) for line in lines]
+        if self._progress:
+            self._clear_progress()  # the cursor is then at the start of the block's first line
+        else:
+            self.out.write("\r\033[K")
+        self.out.write("\n".join(shown))
         self.out.flush()
-        self._progress = True
+        self._progress = len(shown)
+
+    def _columns(self) -> int:
+        try:
+            return os.get_terminal_size(self.out.fileno()).columns
+        except (OSError, ValueError, AttributeError):
+            return int(os.environ.get("COLUMNS", "") or 80)
 
     def _clear_progress(self) -> None:
         if self._progress:
-            self.out.write("\r\033[K")
+            self.out.write("\r\033[K" + "\033[A\r\033[K" * (self._progress - 1))
             self.out.flush()
-            self._progress, self._wait_shown = False, None
+            self._progress, self._wait_shown = 0, None
 
     def _write(self, text: str) -> None:
         """The one way onto stdout: redacted, and made inert for a terminal (readable view)."""
@@ -155,46 +259,3 @@ class Printer:
         text = self.redactor.text(text)
         self.out.write(text if self.json else terminal_safe(text))
         self.out.flush()
-
-
-def render(event: Event) -> str | None:
-    """The live-view line(s) for one event, or None for events the view leaves out."""
-    d = event.data
-    match event.kind:
-        case "session":
-            return f"session {d.session_id} · workspace {d.workspace}"
-        case "user":
-            return f"> {_clip(d.text)}"
-        case "route" | "completion_review":
-            return f"{event.kind.replace('_', ' ')} → {d.choice} ({d.confidence:.2f})"
-        case "argument_offload":
-            return f"  arguments for {d.tool} built in code (no generation call)"
-        case "tool_started":
-            return f"▶ {d.tool} {_clip(d.target)}"
-        case "tool_finished":
-            return _tool_finished(d)
-        case "tool_uncertain":
-            ack = "acknowledged" if d.acknowledged else "not acknowledged"
-            return f"? {d.tool} {_clip(d.target)}: outcome unknown ({d.cause}, {ack})"
-        case "compaction":
-            return f"compacted for {d.audience} through seq {d.through} → {d.checkpoint}"
-        case "final":
-            return f"\n{d.summary}\n"
-        case "error":
-            return f"error in {d.stage}: {d.error_class}: {d.message}"
-        case "cleanup_warning":
-            return f"warning: {d.error_class} {d.message}".rstrip()
-    return None  # run_started, usage, unknown kinds
-
-
-def _tool_finished(d: Any) -> str:
-    mark = "✓" if d.status == "ok" else "✗"
-    code = "" if d.exit_code is None else f" exit {d.exit_code}"
-    head = f"  {mark} {d.tool} {d.status}{code}"
-    lines = [line[:PREVIEW_CHARS] for line in d.text.splitlines()[:PREVIEW_LINES]]
-    return "\n".join([head, *("    " + line for line in lines)])
-
-
-def _clip(text: str) -> str:
-    one = " ".join(str(text).split())
-    return one if len(one) <= PREVIEW_CHARS else one[: PREVIEW_CHARS - 1] + "…"

@@ -49,6 +49,7 @@ def _open(options: Any, printer: Any, settings: Any) -> tuple[Any, Any]:
     from kernel.store.session import Session, sessions_home
 
     home = sessions_home(options.sessions_dir)
+    printer.locate(home)
     if options.session is None:
         _admit(options.prompt, settings)
         settings.require_keys()
@@ -149,6 +150,7 @@ def _drive(options: Any, printer: Any, settings: Any, router: Any, collecting: b
     try:
         models = Models(session, settings, router)
         tools = Tools(session.workspace, session.directory / "terminal", servers)
+        tools.on_output = printer.tool_output  # a running command's output, live view only
         agent = Agent(session, models, tools, instructions=instructions(), cancel=cancel)
         if collecting:
             gc.freeze()  # what start-up made lives on: later collections never walk it

@@ -1,159 +1,143 @@
-"""`make demo`: jmp end to end with no keys, against the bundled loopback model servers.
+"""`jmp-demo` (`make demo`, `python -m jmp_lab.demo`): jmp end to end, with no model keys.
 
-The model decisions are SCRIPTED (the servers speak the real wire protocols but answer from a
-script); the tools, files, processes, crash and recovery are all real.
+Jev and Flash are loopback servers speaking their real wire protocols, answering from a SCRIPT;
+the tools, files, processes, the kill -9 and the recovery are real. What is shown is jmp's own
+readable view, exactly as a person gets it; every `$` line is a command you can copy (the
+`export` line first, while the demo's servers run; `--list` and the replay need no model and
+work afterwards too). Its workspace and sessions are kept in one directory (`--dir`, default a
+new temporary one) for you to look at.
 """
 
 from __future__ import annotations
 
-import json
+import argparse
 import os
-import shutil
+import shlex
 import signal
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 from jmp_lab.servers.flash import FlashServer
 from jmp_lab.servers.jev import JevServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[1]  # the directory that holds main.py
+KEY = "demo-not-a-real-key"
+GREET = "def greet(name):\n    return 'hello ' + name\n\nprint(greet('jmp'))\n"
+SLOW = "echo started >> log.txt; sleep 30"
 
 
 def say(text: str) -> None:
-    print(f"\n\033[1m== {text}\033[0m", flush=True)
-
-
-def show(line: dict[str, Any]) -> None:
-    """One event, briefly."""
-    kind, data = line["kind"], line.get("data", {})
-    if kind == "model_progress":
-        return
-    detail = {
-        "route": lambda d: f"{d['choice']} (confidence {d['confidence']:.2f})",
-        "tool_started": lambda d: f"{d['tool']} {d['target']}",
-        "tool_finished": lambda d: f"{d['tool']} {d['status']} exit={d['exit_code']}",
-        "tool_uncertain": lambda d: f"{d['tool']} cause={d['cause']} ack={d['acknowledged']}",
-        "final": lambda d: f"{d['status']}: {d['summary']}",
-        "result": lambda d: f"{d['status']}",
-        "error": lambda d: f"{d['stage']} {d['error_class']}: {d['message']}",
-    }.get(kind, lambda d: "")(data)
-    print(f"  [{line.get('seq') or '-':>3}] {kind:<16} {detail}", flush=True)
+    print(f"\n\033[1m== {text}\033[0m" if sys.stdout.isatty() else f"\n== {text}", flush=True)
 
 
 class Demo:
-    def __init__(self, tmp: Path, jev: JevServer, flash: FlashServer) -> None:
-        self.workspace = tmp / "workspace"
-        self.workspace.mkdir()
-        (tmp / "mcp.json").write_text('{"mcpServers": {}}')
-        self.env = dict(
-            os.environ,
-            TYPESAFE_API_KEY="demo-not-a-real-key",
-            TYPESAFE_BASE_URL=jev.url,
-            FLASH_API_KEY="demo-not-a-real-key",
-            FLASH_BASE_URL=flash.url,
-            JMP_SESSIONS_DIR=str(tmp / "sessions"),
-            JMP_MCP_CONFIG=str(tmp / "mcp.json"),
-        )
+    def __init__(self, base: Path, jev: JevServer, flash: FlashServer) -> None:
+        self.jev, self.flash = jev, flash
+        self.workspace = base / "workspace"
+        self.sessions = base / "sessions"
+        self.workspace.mkdir(parents=True, exist_ok=True)
+        self.models = {
+            "TYPESAFE_BASE_URL": jev.url,
+            "TYPESAFE_API_KEY": KEY,
+            "FLASH_BASE_URL": flash.url,
+            "FLASH_API_KEY": KEY,
+        }
+        # The person's own sessions, MCP servers and model settings stay out of the demo.
+        drop = ("JMP_SESSIONS_DIR", "JMP_MCP_CONFIG", "JEV_", "FLASH_", "DEEPSEEK_API_KEY")
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+        self.env |= self.models
 
-    def argv(self, *args: str) -> list[str]:
-        return [sys.executable, str(ROOT / "main.py"), "--json", *args]
+    def words(self, *args: str) -> list[str]:
+        """`jmp ARGS` as typed: the demo's sessions dir, and no MCP servers of yours."""
+        own = [] if "--list" in args else ["--no-mcp"]
+        return ["jmp", "--sessions-dir", str(self.sessions), *own, *args]
 
-    def run(self, *args: str) -> dict[str, Any]:
-        print("  $ jmp " + " ".join(args), flush=True)
-        proc = subprocess.Popen(
-            self.argv(*args), cwd=self.workspace, env=self.env, stdout=subprocess.PIPE, text=True
-        )
-        assert proc.stdout is not None
-        last: dict[str, Any] = {}
-        for raw in proc.stdout:
-            last = json.loads(raw)
-            show(last)
+    def start(self, *args: str) -> subprocess.Popen[bytes]:
+        """Run `jmp ARGS` in the workspace, its view straight onto this terminal."""
+        print(f"$ {shlex.join(self.words(*args))}", flush=True)
+        argv = [sys.executable, str(ROOT / "main.py"), *self.words(*args)[1:]]
+        return subprocess.Popen(argv, cwd=self.workspace, env=self.env, start_new_session=True)
+
+    def run(self, *args: str) -> int:
+        return self.start(*args).wait()
+
+    def newest_session(self) -> str:
+        from kernel.store.catalog import list_sessions
+
+        return list_sessions(self.sessions)[0].session_id
+
+    def kill_during_the_slow_command(self, *args: str) -> str:
+        """Start a run and kill -9 its whole process group once the slow command has begun."""
+        proc = self.start(*args)
+        log = self.workspace / "log.txt"
+        while not log.exists() and proc.poll() is None:
+            time.sleep(0.1)
+        time.sleep(1.0)  # well inside the 30-second command
+        print("\n!! kill -9 of the whole jmp process group, mid-command", flush=True)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
-        return dict(last.get("data", {}))
-
-    def run_and_kill(self, *args: str, when: str) -> str:
-        print("  $ jmp " + " ".join(args), flush=True)
-        proc = subprocess.Popen(
-            self.argv(*args),
-            cwd=self.workspace,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-        assert proc.stdout is not None
-        session = ""
-        for raw in proc.stdout:
-            line = json.loads(raw)
-            show(line)
-            session = line.get("session_id") or session
-            if line["kind"] == "tool_started" and when in line["data"]["target"]:
-                time.sleep(0.5)
-                print("  !! kill -9 of the whole jmp process group, mid-command", flush=True)
-                os.killpg(proc.pid, signal.SIGKILL)
-                break
-        proc.wait()
-        return session
+        return self.newest_session()
 
 
-def main() -> int:
-    tmp = Path(tempfile.mkdtemp(prefix="jmp-demo-"))
-    try:
-        with JevServer() as jev, FlashServer() as flash:
-            demo = Demo(tmp, jev, flash)
-            say("1. A multi-step task (SCRIPTED model decisions, real tools)")
-            jev.script(
-                [{"route": c} for c in ("write", "bash", "edit", "bash", "done")]
-                + [{"completion_review": "complete"}]
-            )
-            code = "def greet(name):\n    return 'hello ' + name\n\nprint(greet('jmp'))\n"
-            flash.queue(
-                [
-                    {"tool_call": {"arguments": {"path": "greet.py", "file_text": code}}},
-                    {"tool_call": {"arguments": {"command": "python3 greet.py"}}},
-                    {
-                        "tool_call": {
-                            "arguments": {
-                                "command": "str_replace",
-                                "path": "greet.py",
-                                "old_str": "'hello '",
-                                "new_str": "'Hello, '",
-                            }
-                        }
-                    },
-                    {"tool_call": {"arguments": {"command": "python3 greet.py"}}},
-                    {"text": "greet.py now prints 'Hello, jmp' (checked by running it)."},
-                ]
-            )
-            result = demo.run("--workspace", str(demo.workspace), "write greet.py and run it")
-            print(f"  workspace now holds: {sorted(p.name for p in demo.workspace.iterdir())}")
+def script_first_task(jev: JevServer, flash: FlashServer) -> None:
+    jev.script(
+        [{"route": c} for c in ("write", "bash", "edit", "bash", "done")]
+        + [{"completion_review": "complete"}]
+    )
+    edit = {"command": "str_replace", "path": "greet.py", "old_str": "'hello '"}
+    flash.queue(
+        [
+            {"tool_call": {"arguments": {"path": "greet.py", "file_text": GREET}}},
+            {"tool_call": {"arguments": {"command": "python3 greet.py"}}},
+            {"tool_call": {"arguments": {**edit, "new_str": "'Hello, '"}}},
+            {"tool_call": {"arguments": {"command": "python3 greet.py"}}},
+            {"text": "greet.py now prints 'Hello, jmp' (checked by running it)."},
+        ]
+    )
 
-            say("2. A second run killed with kill -9 during a slow command")
-            jev.script([{"route": "bash"}])
-            flash.queue(
-                [{"tool_call": {"arguments": {"command": "echo started >> log.txt; sleep 30"}}}]
-            )
-            session = demo.run_and_kill(
-                "--workspace", str(demo.workspace), "run the slow job", when="sleep 30"
-            )
 
-            say("3. Reopening: the interrupted call is uncertain, the run is blocked")
-            result = demo.run("--session", session)
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="jmp-demo", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dir", metavar="DIR", help="where the demo's files go (kept)")
+    args = parser.parse_args(argv)
+    base = Path(args.dir or tempfile.mkdtemp(prefix="jmp-demo-")).resolve()
+    with JevServer() as jev, FlashServer() as flash:
+        demo = Demo(base, jev, flash)
+        print("jmp demo: the model decisions are SCRIPTED (loopback Jev and Flash servers);")
+        print("the tools, files, processes, the kill and the recovery are real.")
+        print("To type these commands yourself while it runs, first:")
+        print(f"$ export {' '.join(f'{k}={shlex.quote(v)}' for k, v in demo.models.items())}")
+        print(f"$ cd {shlex.quote(str(demo.workspace))}", flush=True)
 
-            say("4. --ack-interrupted: acknowledged (not re-run), then the run continues")
-            jev.script([{"route": "done"}, {"completion_review": "complete"}])
-            flash.queue([{"text": "The slow job was interrupted; log.txt shows it started once."}])
-            result = demo.run("--session", session, "--ack-interrupted")
-            log = demo.workspace / "log.txt"
-            lines = log.read_text().splitlines() if log.exists() else []
-            print(f"  log.txt has {len(lines)} line(s): nothing ran twice")
-            return 0 if result.get("status") == "completed" and len(lines) == 1 else 1
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+        say("1. A multi-step task")
+        script_first_task(jev, flash)
+        demo.run("write greet.py and run it")
+
+        say("2. A second run, killed with kill -9 during a slow command")
+        jev.script([{"route": "bash"}])
+        flash.queue([{"tool_call": {"arguments": {"command": SLOW}}}])
+        session = demo.kill_during_the_slow_command("run the slow job")
+
+        say("3. Reopening: the interrupted call's outcome is unknown, so the run is blocked")
+        demo.run("--session", session)
+
+        say("4. --ack-interrupted: acknowledged (not re-run), then the run goes on")
+        jev.script([{"route": "done"}, {"completion_review": "complete"}])
+        flash.queue([{"text": "The slow job was interrupted; log.txt shows it started once."}])
+        code = demo.run("--session", session, "--ack-interrupted")
+
+    log = demo.workspace / "log.txt"
+    lines = log.read_text().splitlines() if log.exists() else []
+    say("5. Afterwards (no model needed)")
+    print(f"log.txt has {len(lines)} line(s): nothing ran twice")
+    listed = demo.run("--list")
+    print(f"$ {shlex.join(demo.words('--session', session))}    # replays the saved answer")
+    print(f"\nEverything is in {base} (remove it when you are done).")
+    return 0 if code == 0 and listed == 0 and len(lines) == 1 else 1
 
 
 if __name__ == "__main__":

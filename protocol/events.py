@@ -198,6 +198,10 @@ class ToolFinishedData(Data):
     # stopped before it finished (then exit_code is -1, whatever the shell said after C-c).
     interrupted: bool = False  # stopped before it finished (Ctrl+C/cancel or a limit)
     reason: str = ""  # why: "cancelled" (Ctrl+C), "timeout" or "output_cap" (tree killed)
+    # What a person is shown when it differs from `text` (preview): a shell command's output
+    # without the notes for the model, the text a read returned, a unified diff of a write or
+    # an edit. Absent: show `text`.
+    display: str = ""
 
 
 class ToolUncertainData(Data):

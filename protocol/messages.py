@@ -137,6 +137,18 @@ class Progress(Msg, frozen=True):
     characters: int
 
 
+class ToolProgress(Msg, frozen=True):
+    """A running tool call's output so far, for a person watching it (the readable view):
+    counts and the last lines only, sent while it grows. Never stored; the kernel's front end
+    redacts `tail` before showing it, and the worker never cuts a word in it (protocol/text.py
+    `head`, `tail`) so that no part of a secret escapes the redactor."""
+
+    reply_to: str  # the call_id
+    output_bytes: int
+    output_lines: int
+    tail: str = ""  # at most a few lines, plain text
+
+
 class ModelUsage(msgspec.Struct, frozen=True, kw_only=True):
     """Provider-reported usage of one model call."""
 
@@ -201,6 +213,9 @@ class ToolResult(Msg, frozen=True):
     seconds: float = 0.0
     interrupted: bool = False  # the worker stopped it before it finished (exit_code -1)
     reason: str = ""  # why it was stopped: "cancelled", "timeout" or "output_cap"
+    # What a person is shown (the readable view), "" = the text: a command's output without
+    # the notes for the model, the text read, a unified diff of a write or an edit.
+    display: str = ""
 
 
 class Failed(Msg, frozen=True):
@@ -214,7 +229,16 @@ class Failed(Msg, frozen=True):
 
 
 FromWorker = (
-    Ready | Heartbeat | Progress | Routed | Generated | ToolList | Validated | ToolResult | Failed
+    Ready
+    | Heartbeat
+    | Progress
+    | ToolProgress
+    | Routed
+    | Generated
+    | ToolList
+    | Validated
+    | ToolResult
+    | Failed
 )
 
 T = TypeVar("T")

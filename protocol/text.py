@@ -69,3 +69,39 @@ def scrubbed(value: Any) -> Any:
     if isinstance(value, list | tuple):
         return [scrubbed(v) for v in value]
     return value
+
+
+# --- cutting text that may hold a secret ------------------------------------------------------
+# A redactor replaces whole secrets; a cut through one leaves a part it cannot recognize. So a
+# cut never keeps a part of a word (a run of non-space characters) longer than this: the live
+# view's tail of a running command, and its lines clipped to the terminal's width.
+PARTIAL_WORD_KEPT = 5
+_LAST_WORD = re.compile(r"\S+\Z")
+_FIRST_WORD = re.compile(r"\A\S+")
+
+
+def head(text: str, chars: int, *, open_end: bool = False) -> str:
+    """At most `chars` characters of the start of `text`; a word cut at the end is dropped
+    when more than PARTIAL_WORD_KEPT of it would show. `open_end`: `text` may go on (a stream
+    still being written), so its last word counts as cut unless whitespace follows it."""
+    cut = len(text) > chars
+    kept = text[:chars]
+    if (cut and not text[chars].isspace()) or (open_end and not cut):
+        word = _LAST_WORD.search(kept)
+        if word is not None and len(word.group()) > PARTIAL_WORD_KEPT:
+            kept = kept[: word.start()]
+    return kept
+
+
+def tail(text: str, chars: int, *, open_start: bool = False) -> str:
+    """At most `chars` characters of the end of `text`; a word cut at the start is dropped
+    when more than PARTIAL_WORD_KEPT of it would show. `open_start`: `text` is itself the end
+    of something longer, so its first word counts as cut."""
+    if len(text) <= chars and not open_start:
+        return text
+    kept = text[max(len(text) - chars, 0) :]
+    if (open_start and len(text) <= chars) or not text[len(text) - chars - 1].isspace():
+        word = _FIRST_WORD.search(kept)
+        if word is not None and len(word.group()) > PARTIAL_WORD_KEPT:
+            kept = kept[word.end() :]
+    return kept

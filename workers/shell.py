@@ -27,6 +27,7 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from typing import Any
 import psutil
 
 from workers import reaper
+from workers.live_output import RECENT_CHARS, report_while_running
 from workers.terminal_start import settle
 
 INTERRUPT_GRACE_S = 1.0  # after C-c, the command's processes get this long before SIGKILL
@@ -58,13 +60,19 @@ def clamp_timeout(raw: Any, limit_s: float) -> float:
 
 @dataclass
 class Capture:
-    """What the terminal printed during one call, bounded; `full` is set at the cap."""
+    """What the terminal printed during one call, bounded; `full` is set at the cap. Past the
+    terminal's echo of the command (`echo_lines`), it also counts the output and keeps its
+    newest RECENT_CHARS, for the live view (workers/live_output.py)."""
 
     budget: int
+    echo_lines: int = 0
     parts: list[str] = field(default_factory=list)
     size: int = 0
     full: threading.Event = field(default_factory=threading.Event)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    output_bytes: int = 0
+    output_lines: int = 0
+    recent: str = ""
 
     def add(self, text: str) -> None:
         with self.lock:
@@ -77,6 +85,21 @@ class Capture:
                 self.full.set()
             self.parts.append(text)
             self.size += len(data)
+            self._count(text)
+
+    def _count(self, text: str) -> None:
+        while self.echo_lines and text:
+            _, newline, text = text.partition("\n")
+            self.echo_lines -= bool(newline)
+        if text:
+            self.output_bytes += len(text.encode("utf-8", "replace"))
+            self.output_lines += text.count("\n")
+            self.recent = (self.recent + text)[-RECENT_CHARS:]
+
+    def progress(self) -> tuple[int, int, str]:
+        """(output bytes, output lines, newest output) past the echo, so far."""
+        with self.lock:
+            return self.output_bytes, self.output_lines, self.recent
 
     def text(self) -> str:
         with self.lock:
@@ -117,7 +140,15 @@ class BashRunner:
         self.timeout_s = timeout_s
         self.output_bytes = output_bytes
 
-    def run(self, executor: Any, action: Any, cancel: threading.Event) -> Outcome:
+    def run(
+        self,
+        executor: Any,
+        action: Any,
+        cancel: threading.Event,
+        report: Callable[[Any], None] | None = None,
+        ident: str = "",
+    ) -> Outcome:
+        """Run the call; `report` (ToolProgress of `ident`) hears its output while it grows."""
         shell = executor.session.terminal
         if not getattr(shell, "_jmp_settled", False):
             settle(shell)
@@ -127,19 +158,23 @@ class BashRunner:
             command = self._sourced(command)
         action = action.model_copy(update={"command": command, "timeout": limit_s + BACKSTOP_S})
         tap = self._tap(shell)
-        capture = Capture(self.output_bytes + 2 * len(command.encode()) + 4096)
+        budget = self.output_bytes + 2 * len(command.encode()) + 4096
+        capture = Capture(budget, echo_lines=command.count("\n") + 1)
         tap.capture = capture
         done, why = threading.Event(), []
         guard = threading.Thread(
             target=_guard, args=(shell, cancel, capture, limit_s, done, why), daemon=True
         )
         guard.start()
+        reporter = report_while_running(capture, ident, report, done) if report else None
         try:
             observation = executor(action)
         finally:
             done.set()
             tap.capture = None
             guard.join(0.2)
+            if reporter is not None:
+                reporter.join(0.2)  # no progress of this call after its result
         reason = why[0] if why else ""
         return Outcome(observation, reason, self._kept(observation, capture, command), command)
 

@@ -34,7 +34,7 @@ from workers.base import RequestFailed, main_for, on_exit
 from workers.shell import BashRunner, clamp_timeout
 from workers.terminal_start import rc_free_bash, start_terminal
 from workers.tool_binding import SLICES, check_edit, check_names, confine, protected_dirs, tool_spec
-from workers.tool_output import bash_result, editor_result
+from workers.tool_output import bash_result, editor_result, previous_text
 
 
 def read_stdin_config() -> str:
@@ -134,7 +134,7 @@ class ToolWorker:
                 arguments, target = self.validate(msg.tool, msg.arguments)
                 return Validated(reply_to=msg.id, arguments=arguments, target=target)
             case RunTool():
-                return self.run(msg, cancel)
+                return self.run(msg, cancel, send)
         raise RequestFailed("bad_request", f"the tool worker does not serve {type(msg).__name__}")
 
     def validate(self, tool: str, arguments: dict[str, Any]) -> tuple[dict[str, Any], str]:
@@ -172,8 +172,9 @@ class ToolWorker:
         check_edit(tool, action)
         return action
 
-    def run(self, msg: RunTool, cancel: threading.Event) -> ToolResult:
-        """Run one call in this thread; a cancel interrupts a shell command."""
+    def run(self, msg: RunTool, cancel: threading.Event, send: Any = None) -> ToolResult:
+        """Run one call in this thread; a cancel interrupts a shell command. `send`: where a
+        shell command's ToolProgress goes while it runs."""
         start = time.monotonic()
         if msg.tool.startswith("mcp.") and self.mcp is not None:
             self.validate(msg.tool, msg.arguments)  # never trust the wire
@@ -187,7 +188,10 @@ class ToolWorker:
             return ToolResult(reply_to=msg.id, seconds=time.monotonic() - start, **fields)
         action = self._action(msg.tool, msg.arguments)
         if msg.tool != "bash":
-            return editor_result(msg.id, self.editor(action), time.monotonic() - start)
+            before = previous_text(action.path) if msg.tool == "write" else None
+            observation = self.editor(action)
+            seconds = time.monotonic() - start
+            return editor_result(msg.id, observation, seconds, self.workspace, before)
         if action.timeout is None and msg.timeout_s is not None:
             action = action.model_copy(update={"timeout": msg.timeout_s})
         shell = self.terminal.session.terminal
@@ -196,7 +200,7 @@ class ToolWorker:
             with contextlib.suppress(Exception):
                 self.terminal.close()
             self.terminal = self._new_terminal()
-        outcome = self.bash.run(self.terminal, action, cancel)
+        outcome = self.bash.run(self.terminal, action, cancel, send, msg.id)
         return bash_result(msg.id, outcome, self.bash, time.monotonic() - start)
 
 

@@ -32,6 +32,8 @@ from protocol.events import (
 from protocol.messages import Message, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from kernel.loop.context_view import ContextView
     from kernel.store.session import Session
     from kernel.supervision.models import Models
@@ -58,6 +60,12 @@ def preview(text: str, limit: int = PREVIEW_CHARS, where: str = "the full output
         return text
     place = f" in {where}" if where else " not kept"
     return text[:limit] + f"\n[... {len(text) - limit} more characters{place}]"
+
+
+def shown_result(result: ToolResult, redact: Callable[[str], str]) -> str:
+    """The readable view's `display` (redacted, bounded); "" when it is the text itself."""
+    same = not result.display or result.display == result.text
+    return "" if same else preview(redact(result.display), PREVIEW_CHARS, "the result artifact")
 
 
 def shown_target(target: str) -> str:
@@ -240,6 +248,7 @@ class ToolStep:
                 error=preview(redact(result.error), ERROR_PREVIEW_CHARS),
                 interrupted=result.interrupted,
                 reason=result.reason,
+                display=shown_result(result, redact),
             )
         )
         if result.interrupted and result.reason in ("", "cancelled"):  # a limit is no cancel

@@ -27,7 +27,7 @@ from kernel.supervision.runtime import make_runtime_dir
 from kernel.supervision.waits import waiting
 from kernel.supervision.wire import Death, WireThread
 from protocol.inspection import forbid_inspection
-from protocol.messages import Cancel, Failed, Progress, Ready, Shutdown
+from protocol.messages import Cancel, Failed, Progress, Ready, Shutdown, ToolProgress
 from protocol.secrets import KERNEL_ONLY_VARIABLES, KEY_VARIABLES
 from protocol.spawn import TOKEN_ENV
 
@@ -171,7 +171,7 @@ class Worker:
     def request(
         self,
         msg: Any,
-        on_progress: Callable[[Progress], None] | None = None,
+        on_progress: Callable[[Any], None] | None = None,  # Progress or ToolProgress
         cancel: threading.Event | None = None,
         timeout_s: float | None = None,
     ) -> Any:
@@ -199,7 +199,7 @@ class Worker:
             step = min(0.05, max(0.0, deadline - time.monotonic())) if deadline else 0.05
             msg = self._next(wire, time.monotonic() + step if cancel or deadline else None)
             if msg is not None and getattr(msg, "reply_to", None) == ident:
-                if isinstance(msg, Progress):
+                if isinstance(msg, Progress | ToolProgress):
                     if on_progress is not None:
                         on_progress(msg)
                     continue
@@ -214,7 +214,7 @@ class Worker:
         wire.post(Cancel(id=ident))
         deadline = time.monotonic() + CANCEL_GRACE_S
         while (msg := self._next(wire, deadline)) is not None:
-            if getattr(msg, "reply_to", None) != ident or isinstance(msg, Progress):
+            if getattr(msg, "reply_to", None) != ident or isinstance(msg, Progress | ToolProgress):
                 continue
             if isinstance(msg, Failed) and msg.code == "cancelled":
                 if why == "timeout":

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -22,6 +23,7 @@ from protocol.messages import (
     ListTools,
     RunTool,
     ToolList,
+    ToolProgress,
     ToolResult,
     ToolSpec,
     Validate,
@@ -56,6 +58,9 @@ class Tools:
         # What the worker and its MCP servers print passes this; the Agent hands over the
         # session's redactor (every key and MCP secret). Alone, Tools knows the environment's.
         self.redactor: Redactor | None = None
+        # A running call's output so far (ToolProgress, unredacted: its receiver redacts it),
+        # for a front end's live view; None: not asked for.
+        self.on_output: Callable[[ToolProgress], None] | None = None
 
     def start(self) -> None:
         """Spawn the tool worker now and return at once; idempotent while it lives, and a
@@ -146,7 +151,9 @@ class Tools:
         msg = RunTool(id=call_id, tool=tool, arguments=args, timeout_s=timeout_s)
         # The shell honours timeout_s itself (exit_code -1); the supervisor's limit is a backstop.
         backstop = None if timeout_s is None else timeout_s + TOOL_BACKSTOP_S
-        reply: ToolResult = self._slot.request(msg, resend=False, cancel=cancel, timeout_s=backstop)
+        reply: ToolResult = self._slot.request(
+            msg, resend=False, cancel=cancel, timeout_s=backstop, on_progress=self.on_output
+        )
         return reply
 
     def stop_soon(self) -> None:
