@@ -1,25 +1,33 @@
-"""`jev-harness check-task`: a static check of a task script, in a throwaway subprocess.
+"""The check-task probe: `python -B -P -m jev_harness.check FILE WORKDIR KEY_FD VERDICT_FD`.
 
-The parent never imports the script. The probe (`python -B -m jev_harness.check`) first arms
-an audit hook that refuses every socket, every process spawn and every file write, then
-executes the script's bytes, checks `workflow = TaskScript(build)` with a one-argument build
-and, given inputs, that `build(inputs)` returns a well-formed task. It prints one JSON object
-`{"ok", "problems", "tools", "labels"}`; whatever the script prints goes to stderr.
+Started by `jev_harness.check_launch` (the parent never imports the script). The probe reads
+its verdict key from KEY_FD and the inputs from stdin, then runs the check in an OS-confined
+child (jev_harness/sandbox.py: namespaces, a read-only view, no sockets, no capability) when
+the machine allows it, else itself, unconfined. Either way an audit hook first refuses the
+sockets, process spawns and file writes Python sees (clear messages; the confinement is what
+holds against code Python does not see). Then it executes the script's bytes, checks
+`workflow = TaskScript(build)` with a one-argument build and, given inputs, that
+`build(inputs)` returns a well-formed task, and writes `{"confined", "why", "verdict"}` with
+its HMAC (the key) on VERDICT_FD, a pipe the script was never told about; whatever the
+script prints goes to stderr. A script that writes a verdict of its own (on fd 1, or on every
+fd it holds) cannot sign it: the parent then reports that no authentic verdict came.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hmac
 import inspect
 import json
 import os
-import subprocess
+import select
+import signal
 import sys
 import traceback
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-PROBE_TIMEOUT_S = 60.0
+PROBE_TIMEOUT_S = 60.0  # the check's own deadline; the parent waits a little longer
 TRACE_FRAMES = 4  # the innermost frames of a script's traceback named in a problem
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 _REFUSED = (
@@ -44,6 +52,7 @@ _REFUSED = (
     "shutil.",
     "urllib.Request",
     "ctypes.",
+    "sqlite3.connect",
 )
 
 
@@ -75,15 +84,17 @@ def _block_sockets() -> None:
     sys.addaudithook(_audit)
 
 
-def probe(path: str, inputs: Any) -> dict[str, Any]:
-    """The check itself (runs inside the probe process, with the guards armed)."""
+def probe(path: str, inputs: Any, data: bytes | BaseException) -> dict[str, Any]:
+    """The check itself of the script's bytes `data` (or why they could not be read), inside
+    the probe process, with the guards armed."""
     from jev_harness.model import TaskScript
     from jev_harness.task import Task
 
     result: dict[str, Any] = {"ok": False, "problems": [], "tools": [], "labels": []}
     problems: list[str] = result["problems"]
     try:
-        data = Path(path).read_bytes()
+        if isinstance(data, BaseException):
+            raise data
         module: dict[str, Any] = {"__name__": "jev_task_script", "__file__": path}
         exec(compile(data, path, "exec", dont_inherit=True), module)
     except BaseException as exc:
@@ -141,52 +152,135 @@ def _one_argument(build: Any) -> bool:
     return len(positional) >= 1 and len(required) <= 1
 
 
-def check_task(path: str, inputs: Any) -> dict[str, Any]:
-    """Run the probe in a throwaway subprocess; its JSON verdict, or a problem naming why not."""
-    env = {k: v for k, v in os.environ.items() if not k.endswith(("_API_KEY", "_ACCESS_KEY"))}
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    argv = [sys.executable, "-B", "-m", "jev_harness.check", path]
-    try:
-        done = subprocess.run(
-            argv,
-            input=json.dumps(inputs).encode(),
-            capture_output=True,
-            env=env,
-            timeout=PROBE_TIMEOUT_S,
-            check=False,
-        )
-    except subprocess.TimeoutExpired:
-        return _failed(f"the script did not finish loading within {PROBE_TIMEOUT_S:g} s")
-    from kernel.display import terminal_safe
-    from kernel.store.redact import Redactor, environment_secrets
-
-    # The probe has no key, but what it prints leaves jmp: redacted and inert like the rest.
-    said = Redactor(environment_secrets()).text(done.stderr.decode("utf-8", "replace"))
-    sys.stderr.write(terminal_safe(said))
-    try:
-        verdict = json.loads(done.stdout.decode("utf-8", "replace").strip().splitlines()[-1])
-    except (ValueError, IndexError):
-        return _failed(f"the check process ended with status {done.returncode} and no verdict")
-    return verdict if isinstance(verdict, dict) else _failed("the check gave no verdict")
-
-
-def _failed(problem: str) -> dict[str, Any]:
-    return {"ok": False, "problems": [problem], "tools": [], "labels": []}
-
-
 def main() -> None:
-    """The probe's entry: FILE as argv[1], inputs (JSON, null for none) on stdin."""
+    """The probe's entry (see the module docstring); never returns."""
     sys.dont_write_bytecode = True
+    path, workdir, key_fd, verdict_fd = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    with os.fdopen(key_fd, "rb") as key_pipe:
+        mac = hmac.new(key_pipe.read(64), digestmod="sha256")  # the key itself is not kept
+    os.chdir(workdir)
     inputs = json.loads(sys.stdin.read() or "null")
-    out = sys.stdout
-    sys.stdout = sys.stderr  # the script's prints must not mix with the verdict
-    import jev_harness.model  # noqa: F401  (loaded before the guards: reading code is fine)
+    try:
+        data: bytes | BaseException = Path(path).read_bytes()  # before any confinement
+    except OSError as exc:
+        data = exc
+    # Loaded before the guards and the confinement (reading our code is fine).
+    import jev_harness.model
+    import jev_harness.task  # noqa: F401
 
+    why = _confined_run(data, path, inputs, workdir, mac, verdict_fd)
+    _run(data, path, inputs, mac, verdict_fd, why)  # unconfined: why says why
+
+
+def _confined_run(
+    data: bytes | BaseException, path: str, inputs: Any, workdir: str, mac: Any, verdict_fd: int
+) -> str:
+    """Run the check in an OS-confined child and return, or say why it could not be confined
+    (nothing of the script has run then). A confined run ends this process (os._exit)."""
+    from jev_harness import sandbox
+
+    ready_r, ready_w = os.pipe()
+    child = os.fork()
+    if child == 0:  # the namespaces' parent; its child is their init, the confined check
+        os.close(ready_r)
+        try:
+            sandbox.enter_namespaces()
+            if os.fork() == 0:
+                _confined_init(data, path, inputs, workdir, mac, verdict_fd, ready_w)
+            os.close(ready_w)
+            os.wait()
+        except BaseException as exc:
+            with contextlib.suppress(OSError):
+                os.write(ready_w, f"no {exc}\n".encode())
+        finally:
+            os._exit(0)
+    os.close(ready_w)
+    with os.fdopen(ready_r, "rb") as ready:
+        said = ready.readline().decode("utf-8", "replace").strip()
+    if said != "ok":
+        os.waitpid(child, 0)
+        return said.removeprefix("no ").strip() or "the confined probe could not start"
+    os.close(verdict_fd)  # the confined child writes the verdict; we only keep time
+    _wait_or_kill(child, PROBE_TIMEOUT_S)
+    os._exit(0)
+
+
+def _confined_init(
+    data: bytes | BaseException,
+    path: str,
+    inputs: Any,
+    workdir: str,
+    mac: Any,
+    verdict_fd: int,
+    ready_w: int,
+) -> None:
+    """The PID namespace's init: confine, say "ok", run the check; never returns. Nothing of
+    the script runs unless the confinement is complete."""
+    from jev_harness import sandbox
+
+    try:
+        sandbox.confine(_view(path, workdir, inputs), os.path.realpath(workdir))
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.write(ready_w, f"no {exc}\n".encode())
+        os._exit(0)
+    os.write(ready_w, b"ok\n")
+    os.close(ready_w)  # nothing the script does can take "ok" back
+    _run(data, path, inputs, mac, verdict_fd, "")
+
+
+def _view(path: str, workdir: str, inputs: Any) -> list[str]:
+    """What the confined check may read besides Python itself: the working directory, the
+    script's directory, and every existing absolute path named in the inputs."""
+    found = [workdir, os.path.dirname(path)]
+    stack = [inputs]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            stack += list(item.values())
+        elif isinstance(item, list):
+            stack += item
+        elif isinstance(item, str) and item.startswith("/") and os.path.exists(item):
+            found.append(item)
+    return found
+
+
+def _wait_or_kill(pid: int, timeout_s: float) -> None:
+    """Wait for `pid`; past the deadline kill it (its init then dies: a parent-death signal,
+    which the confined script cannot clear), and reap it either way."""
+    with contextlib.suppress(OSError):
+        pidfd = os.pidfd_open(pid)
+        if not select.select([pidfd], [], [], timeout_s)[0]:
+            os.kill(pid, signal.SIGKILL)
+        os.close(pidfd)
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
+
+
+def _run(
+    data: bytes | BaseException,
+    path: str,
+    inputs: Any,
+    mac: Any,
+    verdict_fd: int,
+    why: str | None,
+) -> None:
+    """The check, then the signed verdict on verdict_fd; never returns. `why`: "" when
+    confined by the OS, else why not."""
+    sys.stdout = sys.stderr  # the script's prints go to stderr
     _block_sockets()
-    verdict = probe(sys.argv[1], inputs)
-    out.write(json.dumps(verdict, ensure_ascii=False, default=str) + "\n")
-    out.flush()
+    verdict = probe(path, inputs, data)
+    payload = json.dumps(
+        {"confined": why == "", "why": why or None, "verdict": verdict},
+        ensure_ascii=False,
+        default=str,
+    ).encode()
+    signed = mac.copy()
+    signed.update(payload)
+    with contextlib.suppress(OSError):
+        os.write(verdict_fd, payload + b"\n" + signed.hexdigest().encode() + b"\n")
+    with contextlib.suppress(Exception):
+        sys.stderr.flush()
     os._exit(0)  # no atexit hook of the script runs
 
 

@@ -74,7 +74,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def check_task(args: argparse.Namespace, out: Output) -> int:
-    from jev_harness.check import check_task as probe
+    from jev_harness.check_launch import check_task as probe
 
     inputs = json_arg("--inputs", args.inputs, obj=True)
     if not os.path.isfile(args.file):

@@ -28,6 +28,8 @@ from typing import Literal
 
 import msgspec
 
+from protocol.spawn import module_argv
+
 POOL_VERSION = 2
 MAX_FRAME = 1 << 20  # an environment is kilobytes; anything larger is an attack or a bug
 ROOT = Path(__file__).resolve().parents[1]
@@ -227,17 +229,8 @@ def serve_argv(
     """The pool's command line; the padding leaves room to retitle forked workers in `ps`.
     `also`: modules to fork besides jmp's workers (the tests' fake worker)."""
     pad = "--pad=" + "-" * 3000
-    return [
-        python,
-        "-m",
-        "workers.pool",
-        "serve",
-        str(directory),
-        f"--idle={idle_s:g}",
-        f"--preload={preload}",
-        *(f"--also-fork={module}" for module in also),
-        pad,
-    ]
+    args = ["serve", str(directory), f"--idle={idle_s:g}", f"--preload={preload}"]
+    return module_argv(python, "workers.pool", [*args, *(f"--also-fork={m}" for m in also), pad])
 
 
 _POOL_ENV_KEYS = (

@@ -1,6 +1,10 @@
 """`make demo` (jmp-demo) shows jmp's readable view with commands a person can copy: the
 scripted walk-through ends completed, nothing ran twice, and every `$ jmp ...` line it printed
-is a command line jmp accepts; the ones that need no model run as printed, afterwards."""
+is a command line jmp accepts; the ones that need no model run as printed, afterwards.
+
+It is started from a planted launch directory (tests/support/launch_dir.py: everything but
+`jmp_lab/` itself, which `python -m jmp_lab.demo` resolves before any code of ours runs):
+neither the demo nor the jmp runs it drives import anything from there."""
 
 from __future__ import annotations
 
@@ -13,14 +17,16 @@ import pytest
 
 from cli.main import _parser
 from tests.support.cli import ROOT
+from tests.support.launch_dir import plant, traces
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(400)
 def test_the_demo_shows_the_readable_view_with_copyable_commands(tmp_path: Path) -> None:
+    launch = plant(tmp_path / "launch", tmp_path / "witness", skip=("jmp_lab",))
     proc = subprocess.run(
         [sys.executable, "-m", "jmp_lab.demo", "--dir", str(tmp_path / "demo")],
-        cwd=ROOT,
+        cwd=launch,
         capture_output=True,
         text=True,
         timeout=360,
@@ -34,6 +40,7 @@ def test_the_demo_shows_the_readable_view_with_copyable_commands(tmp_path: Path)
     assert "outcome unknown (kernel_exit, acknowledged)" in out
     assert "log.txt has 1 line(s)" in out
     assert "model_started" not in out and '"kind"' not in out  # the view, not --json events
+    assert traces(tmp_path / "witness", proc.stdout, proc.stderr) == []
     typed = [
         shlex.split(line[2:].split("    #")[0]) for line in out.splitlines() if line[:6] == "$ jmp "
     ]

@@ -34,6 +34,7 @@ from protocol.messages import (
 )
 from workers.reaper import kill_tree
 from workers.silence import kernel_silence_s
+from workers.workdir import enter_workdir
 
 SILENCE_GRACE_MS = 1000  # after a stop, the socket's I/O thread needs a moment to deliver
 KERNEL_PID_ENV = "JMP_KERNEL_PID"
@@ -68,8 +69,7 @@ def on_exit(cleanup: Callable[[], None]) -> None:
 
 
 def _die(code: int) -> None:
-    """Kill the tree, run the on_exit cleanups, and leave without running atexit hooks (they
-    may wait on dead pipes)."""
+    """Kill the tree, run the on_exit cleanups, exit skipping atexit (it may wait on dead pipes)."""
     kill_tree()
     for cleanup in _on_exit:
         with contextlib.suppress(Exception):
@@ -102,8 +102,7 @@ def _watch_parent() -> Callable[[], bool]:
     """Arm PDEATHSIG; return a check that is True once the kernel process is gone.
 
     A pool-forked worker skips PDEATHSIG and the parent check (the pool may die while the
-    kernel lives) and watches the kernel's pidfd instead; the silence timeout applies to both.
-    """
+    kernel lives) and watches the kernel's pidfd instead; the silence timeout applies to both."""
     if _kernel_pidfd is not None:
         pidfd = _kernel_pidfd
         _prctl(_PR_SET_CHILD_SUBREAPER, 1)
@@ -292,6 +291,7 @@ def _main_loop(loop: _Loop, orphaned: Callable[[], bool]) -> int:
 
 def main_for(kind: WorkerKind, handler_factory: Callable[[list[str]], Handler]) -> None:
     """Entry point of `python -m workers.<kind> ENDPOINT [ARGS]`; never returns."""
+    enter_workdir()  # started in SPAWN_CWD: nothing of the kernel's cwd could be imported
     if len(sys.argv) < 2:
         print(f"usage: python -m workers.{kind} ENDPOINT [ARGS]", file=sys.stderr)
         os._exit(2)

@@ -28,6 +28,7 @@ from typing import NoReturn
 import msgspec
 
 from protocol import pool as P
+from protocol.spawn import module_argv
 from workers import pool_takeon
 
 # kind -> modules whose import is the slow part of that worker's start
@@ -58,6 +59,9 @@ def preload(kinds: list[str]) -> list[str]:
     """
     import workers.base  # noqa: F401  (the loop every worker runs)
     from protocol import codec
+    from workers.workdir import guard_sys_path
+
+    guard_sys_path()  # litellm's import appends our cwd to sys.path: every fork would inherit it
 
     codec.preload()
 
@@ -154,7 +158,7 @@ def become_worker(
         del env
         tempfile.tempdir = None  # the preload cached the pool's TMPDIR: use the kernel's
         kind = msg.module.rsplit(".", 1)[-1]
-        set_title(f"jmp-{kind}", [sys.executable, "-m", msg.module, *msg.argv])
+        set_title(f"jmp-{kind}", module_argv(sys.executable, msg.module, msg.argv))
         import workers.base
 
         workers.base.adopt_kernel(3)

@@ -29,6 +29,7 @@ import msgspec
 from protocol import confinement as C
 from protocol import pool as P
 from protocol.own_files import open_own, write_own
+from protocol.spawn import SPAWN_CWD
 from workers import pool_child
 from workers.pool import LOCK_WAIT_S, Pool
 from workers.pool_conn import _SELF, log, read_frame
@@ -165,6 +166,7 @@ def main(argv: list[str]) -> int:
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            cwd=SPAWN_CWD,  # never the launch dir: the pool forks every worker
             check=False,
         )
         deadline = time.monotonic() + START_WAIT_S

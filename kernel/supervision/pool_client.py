@@ -35,6 +35,7 @@ from kernel.supervision.restart import POOL_CONNECT_S, POOL_EXIT_STATUS_S
 from protocol import confinement as C
 from protocol import pool as P
 from protocol.own_files import open_own
+from protocol.spawn import module_of
 
 _notes: set[str] = set()
 _note_lock = threading.Lock()
@@ -126,9 +127,9 @@ class WarmProc:
 def spawn(
     argv: list[str], env: dict[str, str], out_fd: int, err_fd: int, in_fd: int | None = None
 ) -> WarmProc | None:
-    """Ask the pool for `argv` (`python -m MODULE ARGS...`) with environment `env`; None means:
-    spawn cold. `in_fd`, when given, becomes the worker's stdin (else /dev/null)."""
-    if len(argv) < 3 or argv[1] != "-m":
+    """Ask the pool for `argv` (`protocol.spawn.module_argv`) with environment `env`; None
+    means: spawn cold. `in_fd`, when given, becomes the worker's stdin (else /dev/null)."""
+    if module_of(argv) is None:
         return None
     problem = check_dir(directory()) or check_dir(home())
     if problem:
@@ -174,8 +175,8 @@ def _request(
     spaces = C.namespaces()
     request = P.Spawn(
         fingerprint=fingerprint(),
-        module=argv[2],
-        argv=argv[3:],
+        module=argv[argv.index("-m") + 1],  # a `module_argv`, checked by `spawn`
+        argv=argv[argv.index("-m") + 2 :],
         cwd=os.getcwd(),
         stdin=in_fd is not None,
         namespaces=list(spaces),

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from kernel.supervision import pool_client
+from protocol.spawn import SPAWN_CWD, WORKDIR_ENV
 
 if TYPE_CHECKING:
     import subprocess
@@ -56,7 +57,12 @@ def spawn_process(
     as pipes (for the redactor); otherwise both go to our stderr (or /dev/null without one).
     `stdin_data` (secrets: the MCP config) is written to the worker's stdin through a pipe of
     ours and never travels in its environment; a warm worker gets the pipe's read end through
-    the pool, which never sees the bytes."""
+    the pool, which never sees the bytes.
+
+    The interpreter starts in SPAWN_CWD (`argv` is `protocol.spawn.module_argv`); the worker
+    enters our cwd itself (WORKDIR_ENV), after sys.path is settled."""
+    with contextlib.suppress(OSError):  # a deleted cwd: the worker stays in SPAWN_CWD
+        env = {**env, WORKDIR_ENV: os.getcwd()}
     if pool_client.enabled():
         warm = _warm(argv, env, piped, stdin_data)
         if warm is not None:
@@ -70,6 +76,7 @@ def spawn_process(
         stdout=subprocess.PIPE if piped else (stderr_fd if stderr_fd >= 0 else subprocess.DEVNULL),
         stderr=subprocess.PIPE if piped else None,
         env=env,
+        cwd=SPAWN_CWD,
         start_new_session=True,
     )
     if stdin_data is not None:

@@ -29,9 +29,8 @@ from kernel.supervision.wire import Death, WireThread
 from protocol.inspection import forbid_inspection
 from protocol.messages import Cancel, Failed, Progress, Ready, Shutdown, ToolProgress
 from protocol.secrets import KERNEL_ONLY_VARIABLES, KEY_VARIABLES
-from protocol.spawn import TOKEN_ENV
+from protocol.spawn import TOKEN_ENV, child_pythonpath, module_argv
 
-ROOT = Path(__file__).resolve().parents[2]
 IPC_PATH_MAX = 107  # sun_path is 108 bytes including the NUL
 
 
@@ -88,8 +87,8 @@ class Worker:
                 "OPENHANDS_SUPPRESS_BANNER": "1",
             }
         )
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-        argv = [sys.executable, "-m", self.module, self.endpoint, *self.argv]
+        env["PYTHONPATH"] = child_pythonpath(env)
+        argv = module_argv(sys.executable, self.module, [self.endpoint, *self.argv])
         self._wire = WireThread(
             self.kind, self.endpoint, argv, env, self.token, self.redact, self.stdin_data
         )

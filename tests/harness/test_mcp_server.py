@@ -218,30 +218,35 @@ def test_a_server_that_cannot_start_names_why_and_exits_2(
     assert not cli.home.exists() or not any(cli.home.iterdir())
 
 
-def readme_config(cli: HarnessCli) -> tuple[list[str], dict[str, str]]:
-    """The README's `mcpServers` snippet with its /home/me paths pointed at this test."""
+def readme_config(cli: HarnessCli) -> tuple[str, list[str], dict[str, str]]:
+    """The README's `mcpServers` snippet with its /home/me paths pointed at this test: the
+    console script of this venv, the example of this checkout."""
     from tests.harness.helpers import ROOT
 
     text = (ROOT / "README.md").read_text()
     blocks = [b.split("```")[0] for b in text.split("```json")[1:]]
-    block = next(b for b in blocks if "jev_harness.mcp" in b)
+    block = next(b for b in blocks if "jev-harness-mcp" in b)
     (entry,) = json.loads(block)["mcpServers"].values()
     proj = cli.cwd / "proj"
-    places = {"/home/me/jmp/": f"{ROOT}/", "/home/me/proj": str(proj), "/home/me/": f"{cli.tmp}/"}
-    args = []
-    for arg in entry["args"]:
-        for old, new in places.items():
-            arg = arg.replace(old, new)
-        args.append(arg)
-    assert entry["command"].endswith("/python") and set(entry["env"]) == {"TYPESAFE_API_KEY"}
-    return args, entry["env"]
+    places = {
+        "/home/me/jmp/.venv/bin/": f"{Path(sys.executable).parent}/",
+        "/home/me/jmp/": f"{ROOT}/",
+        "/home/me/proj": str(proj),
+        "/home/me/": f"{cli.tmp}/",
+    }
+    command, *args = [entry["command"], *entry["args"]]
+    for old, new in places.items():
+        command = command.replace(old, new)
+        args = [arg.replace(old, new) for arg in args]
+    assert command.endswith("/jev-harness-mcp") and set(entry["env"]) == {"TYPESAFE_API_KEY"}
+    return command, args, entry["env"]
 
 
 def test_the_readme_mcp_servers_snippet_starts_a_working_server(cli: HarnessCli) -> None:
     workspace(cli)
-    args, _env = readme_config(cli)
+    command, args, _env = readme_config(cli)
     server = McpServer(cli, EXAMPLE, {})
-    server.params = server.params.model_copy(update={"args": args})
+    server.params = server.params.model_copy(update={"command": command, "args": args})
     cli.jev.script(STEPS)
 
     async def main() -> None:

@@ -374,11 +374,12 @@ class HarnessApi(FrontEnd):
 
 
 class Mcp(FrontEnd):
-    """`python -m jev_harness.mcp SCRIPT ...`, driven by the MCP SDK's stdio client: `run_task`."""
+    """`jev-harness-mcp SCRIPT ...` (the documented command), driven by the MCP SDK's stdio
+    client: `run_task`."""
 
     name = "mcp"
     family = "harness"
-    entries = ("module:jev_harness.mcp", "module:apixly_jev_harness.mcp")
+    entries = ("console:jev-harness-mcp",)
     surfaces = frozenset({TASK_SCRIPT})
     blocked_exit = None
 
@@ -392,7 +393,8 @@ class Mcp(FrontEnd):
         from mcp.client.stdio import stdio_client
 
         stderr = world.tmp / "mcp.stderr"
-        argv = world.wrap([sys.executable, "-m", "jev_harness.mcp", *_harness_args(world, task)])
+        command = str(Path(sys.executable).parent / "jev-harness-mcp")
+        argv = world.wrap([command, *_harness_args(world, task)])
         argv += ["--sessions-dir", str(world.home)]
         params = StdioServerParameters(
             command=argv[0], args=argv[1:], env=world.env(), cwd=str(world.launch)

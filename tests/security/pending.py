@@ -32,20 +32,12 @@ class Pending:
 
 WARM = frozenset({"warm"})
 COLD = frozenset({"cold"})
-ITEM_2 = "issue 20 item 2 (the launch directory is imported), helper paths"
 API_SUMMARY = (
     "found by the matrix: Agent.run returns the final summary unredacted (kernel/loop/agent.py "
     "_run persists the redacted one, returns the raw one), not yet assigned"
 )
 
 PENDING: list[Pending] = [
-    Pending("test_no_file_of_the_launch_directory_is_imported", ITEM_2, paths=COLD),
-    Pending(
-        "test_no_file_of_the_launch_directory_is_imported",
-        ITEM_2,
-        paths=WARM,
-        front_ends=frozenset({"mcp"}),
-    ),
     Pending("test_no_key_in_what_the_client_received", API_SUMMARY, front_ends=frozenset({"api"})),
     Pending(
         "test_the_answer_reaches_the_client_redacted", API_SUMMARY, front_ends=frozenset({"api"})

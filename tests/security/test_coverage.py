@@ -26,6 +26,9 @@ PRODUCT += ("workers", "jmp_lab")
 # An entry point that runs the same code as a covered one (the reason says why it is the same).
 ALIASES = {
     "script:main.py": "`python main.py` calls cli.main.main, as the jmp console script does",
+    "module:jev_harness.mcp": "jev_harness.mcp.cli:entry, as the jev-harness-mcp console "
+    "script runs it; what `python -m` adds (the launch directory) is tests/test_launch_dir.py's",
+    "module:apixly_jev_harness.mcp": "the same entry under the alias package (see above)",
 }
 # Entry points that are no front end: nothing a person or a client starts a task through.
 NOT_FRONT_ENDS = {

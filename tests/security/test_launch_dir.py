@@ -1,7 +1,11 @@
-"""A hostile launch directory (issue 20 item 2): the directory a front end starts from holds
-`zmq.py`, `msgspec.py`, `queue.py` and `argparse.py`, each writing a witness line when imported
-(then handing over to the real module, so that the run goes on). The probe run starts every
-front end there (it is also the agent's workspace): no process of jmp's may import them.
+"""A hostile launch directory (issue 20 item 2): the directory a front end starts from holds a
+module for every top-level name an import could look up (`zmq.py`, `msgspec.py`, `queue.py`,
+`argparse.py`, `workers/`, `protocol/`, `kernel/`, the whole stdlib, every installed
+distribution: tests/support/launch_dir.py), each writing a witness line when imported (then
+handing over to the real module, so that the run goes on). The probe run starts every front
+end there (it is also the agent's workspace): no process of jmp's may import them. What the
+matrix does not drive (the other MCP spellings, check-task, `python -m workers.pool start`,
+the dev tools, what `python -m` itself does) is in tests/test_launch_dir.py.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ from typing import Any
 from jmp_lab.servers import MCP_SERVER as MCP_SCRIPT
 from jmp_lab.servers.flash import FlashServer
 from jmp_lab.servers.jev import JevServer
+from tests.support import launch_dir
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "probe.py"
@@ -33,9 +34,11 @@ KEY_NAMES = ("TYPESAFE_API_KEY", "FLASH_API_KEY", "DEEPSEEK_API_KEY", "CAMOFOX_A
 KERNEL_ONLY = ("JMP_KERNEL_PID", "JMP_MCP_SERVERS")  # in no worker's or shell's environment
 ESCAPES = "\x1b]0;pwned-title\x07\x1b[2J\x1b[31mred\x9b1m"
 _STRIPPED = ("JMP_", "JEV_", "FLASH_", "TYPESAFE_", "DEEPSEEK_", "CAMOFOX_")
-# Modules a hostile launch directory plants: each writes a witness line, then hands over to the
-# real module (so that the run goes on and every other row still means something).
-PLANTED = ("zmq", "msgspec", "queue", "argparse")
+# A hostile launch directory plants a module for every top-level name an import could look up
+# there (tests/support/launch_dir.py: the stdlib, every installed distribution, jmp's packages;
+# `zmq.py`, `msgspec.py`, `queue.py`, `argparse.py`, `workers/`, ...): each writes a witness
+# line, then hands over to the real module (so that the run goes on and every other row still
+# means something).
 
 
 _BASE_ENV: dict[str, str] = {}
@@ -83,12 +86,12 @@ def confine(argv: list[str]) -> list[str]:
     return [setpriv, "--no-new-privs", *caps, "--", *argv]
 
 
-def _planted_module(witness: Path) -> str:
+def _planted_module(witness: Path, launch: Path) -> str:
     return f'''"""Planted by a hostile launch directory: proof that jmp imported it."""
 import os as _os, sys as _sys
 with open({str(witness)!r}, "a") as _f:
     _f.write(f"{{_os.getpid()}} {{__name__}} {{' '.join(_sys.argv)}}\\n")
-_here = _os.path.dirname(_os.path.abspath(__file__))
+_here = {str(launch)!r}
 _saved = list(_sys.path)
 _sys.path[:] = [p for p in _sys.path if _os.path.abspath(p or _os.curdir) != _here]
 del _sys.modules[__name__]
@@ -142,8 +145,12 @@ class World:
         }
         self.mcp_config.write_text(json.dumps({"mcpServers": {"notes": server}}))
         if self.hostile:
-            for name in PLANTED:
-                (self.launch / f"{name}.py").write_text(_planted_module(self.witness))
+            planted = _planted_module(self.witness, self.launch)
+            for name in sorted(launch_dir.names()):
+                path = self.launch / name / "__init__.py" if name in launch_dir.OURS else None
+                if path is not None:
+                    path.parent.mkdir()
+                (path or self.launch / f"{name}.py").write_text(planted)
 
     def close(self) -> None:
         self.jev.__exit__(None, None, None)

@@ -23,6 +23,7 @@ import psutil
 from kernel.supervision.runtime import start_ticks
 from protocol import confinement as C
 from protocol import pool as P
+from protocol.spawn import module_of
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL_DIR_ROOT = "/tmp"  # short: the pool's socket lives in it
@@ -179,13 +180,13 @@ def children_of(pid: int) -> list[psutil.Process]:
 
 
 def workers_of(kernel_pid: int, kind: str = "") -> list[psutil.Process]:
-    """The live worker processes (`python -m workers.KIND`, any kind when empty) serving the
+    """The live worker processes (`python -P -m workers.KIND`, any kind when empty) serving the
     kernel `kernel_pid`, cold or warm: a cold worker is the kernel's child; a forked one is the
     pool's child and holds a pidfd of its kernel (how it watches it), which /proc shows."""
     found = []
     for proc in psutil.process_iter(["cmdline", "ppid"]):
-        cmd = proc.info["cmdline"] or []
-        module = cmd[2] if len(cmd) > 2 and cmd[1] == "-m" else ""
+        command = module_of([c for c in proc.info["cmdline"] or [] if c])
+        module = command[0] if command else ""
         if not module.startswith("workers.") or (kind and module != f"workers.{kind}"):
             continue
         serves = proc.info["ppid"] == kernel_pid or kernel_pid in _pidfd_targets(proc.pid)

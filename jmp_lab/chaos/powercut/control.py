@@ -25,6 +25,8 @@ from multiprocessing.connection import Client, Connection
 from pathlib import Path
 from typing import Any
 
+from protocol.spawn import SPAWN_CWD, module_argv
+
 ROOT = Path(__file__).resolve().parent.parent.parent.parent
 START_TIMEOUT_S = 30.0
 
@@ -56,10 +58,10 @@ class LossyDisk:
     """A power-cut simulator daemon over `backing`, mounted at `mount`."""
 
     def __init__(self, backing: Path, mount: Path, model: str, state: Path) -> None:
-        self.backing = Path(backing)
-        self.mount = Path(mount)
+        self.backing = Path(backing).absolute()  # the daemon starts in SPAWN_CWD
+        self.mount = Path(mount).absolute()
         self.model = model
-        self.state = Path(state)  # the control socket and the daemon's log
+        self.state = Path(state).absolute()  # the control socket and the daemon's log
         self.key = secrets.token_bytes(16)
         self.process: subprocess.Popen[bytes] | None = None
         self.mounts = 0
@@ -81,11 +83,12 @@ class LossyDisk:
         with contextlib.suppress(FileNotFoundError):
             self.socket.unlink()
         env = dict(os.environ, POWERCUT_KEY=self.key.hex(), PYTHONPATH=str(ROOT))
-        command = [sys.executable, "-m", "jmp_lab.chaos.powercut", "serve"]
-        args = [str(self.backing), str(self.mount), "--model", self.model]
+        args = ["serve", str(self.backing), str(self.mount), "--model", self.model]
+        command = module_argv(sys.executable, "jmp_lab.chaos.powercut", args)
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                [*command, *args, "--control", str(self.socket)],
+                [*command, "--control", str(self.socket)],
+                cwd=SPAWN_CWD,  # -P and /: nothing of the runner's directory is importable
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=log,
