@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 from kernel.context.recall import RecallIndex
-from kernel.loop.steps import ARGUMENTS_PREVIEW_CHARS, preview, shown_target
+from kernel.run.ledger import ARGUMENTS_PREVIEW_CHARS, preview, shown_target
 from kernel.store.session import Session
 from protocol.events import ToolFinishedData, ToolStartedData, UserData
 

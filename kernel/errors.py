@@ -1,12 +1,7 @@
-"""Errors the kernel raises on purpose. Each JmpError maps to exit status 2 and a clear message;
-RunEnded is not an error but the one way an agent run ends."""
+"""Errors the kernel raises on purpose. Each JmpError maps to exit status 2 and a clear message.
+(How a run ends is no error: `RunEnded`, kernel/run/ledger.py.)"""
 
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from protocol.events import RunStatus
 
 
 class JmpError(Exception):
@@ -63,16 +58,3 @@ class SessionRefused(JmpError):
 
 class LogReplaced(StorageError):
     """events.jsonl was replaced or removed under a running session; the run stops."""
-
-
-class RunEnded(Exception):
-    """The run ends here with `status` and `summary` (completed and asked included).
-
-    Raised wherever a run ends, however deep in a step; caught once, by the agent, which writes
-    the run's one `final` record from it. Not a JmpError: the CLI never sees it.
-    """
-
-    def __init__(self, status: RunStatus, summary: str) -> None:
-        super().__init__(summary)
-        self.status: RunStatus = status
-        self.summary = summary

@@ -15,8 +15,8 @@ import pytest
 import main
 from kernel.errors import SessionLocked
 from protocol.events import Event
-from tests.support.warm import gone, workers_of
-from tests.support.workers import wait_until
+from tests.support.warm import workers_of
+from tests.support.workers import KillAt, stage_started, wait_until, worker_of
 
 
 @pytest.fixture
@@ -129,35 +129,6 @@ def test_a_long_run_ends_with_a_checkpoint(
         assert agent.session.events[-1].kind == "final"
     finally:
         agent.close()
-
-
-def worker_of(kind: str) -> psutil.Process:
-    """This kernel's one live worker of `kind` ("router", "generator", "tool"), warm or cold."""
-    (found,) = workers_of(os.getpid(), kind)
-    return found
-
-
-class KillAt:
-    """An `on_event` subscriber that SIGKILLs the `kind` worker when `when(event)` holds, up to
-    `times` times, and returns only once it has exited (a zombie nobody reaped yet: the
-    kernel's I/O thread may not have noticed). The session swallows a subscriber's
-    exceptions, so the test asserts on `killed` afterwards."""
-
-    def __init__(self, kind: str, when: Any, times: int = 1) -> None:
-        self.kind, self.when, self.times = kind, when, times
-        self.killed: list[int] = []
-
-    def __call__(self, event: Event) -> None:
-        if len(self.killed) >= self.times or not self.when(event):
-            return
-        victim = worker_of(self.kind)
-        victim.send_signal(signal.SIGKILL)
-        if gone([victim.pid]):
-            self.killed.append(victim.pid)
-
-
-def stage_started(stage: str) -> Any:
-    return lambda e: e.kind == "model_started" and e.data.stage == stage
 
 
 @pytest.mark.parametrize("kind", ["router", "generator"])

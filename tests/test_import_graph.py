@@ -139,3 +139,30 @@ def test_no_new_import_cycle() -> None:
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [("a", "b", "c")]
+
+
+def test_the_two_loops_never_import_each_other() -> None:
+    """The agent loop (kernel/loop) and the jev-harness engine (kernel/harness) share the run
+    core (kernel/run) and the supervision, never each other."""
+    edges = graph()
+    rooms = ("kernel.loop", "kernel.harness")
+    bad = {
+        f"{name} -> {target}"
+        for name, targets in edges.items()
+        for target in targets
+        for here, there in (rooms, rooms[::-1])
+        if name.startswith(here) and (target == there or target.startswith(there + "."))
+    }
+    assert not bad, sorted(bad)
+
+
+def test_the_run_core_imports_neither_loop() -> None:
+    edges = graph()
+    bad = {
+        f"{n} -> {t}"
+        for n, ts in edges.items()
+        if n.startswith("kernel.run")
+        for t in ts
+        if t.startswith(("kernel.loop", "kernel.harness"))
+    }
+    assert not bad, sorted(bad)

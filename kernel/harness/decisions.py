@@ -2,8 +2,11 @@
 
 The tool question has id `tool`; a parameter question `<tool>.<parameter>`, with a page
 question `<tool>.<parameter>.page` before it when the domain does not fit one request. A single
-tool or a single option is chosen in code (method `single_option`, no Jev call). A refusal ends
-the run: below the threshold `needs_input`, an inconsistent answer `error`.
+tool or a single option is chosen in code (method `single_option`, no Jev call). Questions go
+through the session's router slot (kernel/supervision/router.py), as the agent loop's do: a
+router found dead is replaced, a question lost to a death is sent once more, and an answer that
+breaks the API's rules ends the run `error` before any policy sees it. A refusal ends the run:
+below the threshold `needs_input`, an inconsistent answer `error`.
 """
 
 from __future__ import annotations
@@ -12,10 +15,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from kernel.harness.engine_errors import RunEnded
 from kernel.harness.paging import RequestTooLarge, page_options, pages, size
 from kernel.harness.policy import Decision, by_caller, decide, single_option
-from kernel.harness.workers import Jev
+from kernel.run.ledger import RunEnded
+from kernel.supervision.router import Router
 from kernel.supervision.supervisor import Cancelled, WorkerFailed
 from protocol.events import ParameterData, RouteData
 from protocol.harness import OptionSpec, ParameterSpec, ToolInfo
@@ -44,11 +47,11 @@ class Decider:
     def __init__(
         self,
         session: Any,
-        jev: Jev | None,
+        router: Router | None,
         remaining: Callable[[], float],
         cancel: threading.Event,
     ) -> None:
-        self.session, self.jev, self.remaining, self.cancel = session, jev, remaining, cancel
+        self.session, self.router, self.remaining, self.cancel = session, router, remaining, cancel
 
     def tool(self, offered: list[ToolInfo], selection: str, state: str) -> ToolInfo:
         """The next tool: single offer in code, else Jev's accepted choice."""
@@ -116,7 +119,7 @@ class Decider:
         selection: str,
         state: str,
     ) -> tuple[Decision, Routed, int]:
-        if self.jev is None:
+        if self.router is None:
             raise RunEnded("error", "no router: this session was opened direct-only")
         left = self.remaining()
         if left <= 0:
@@ -126,13 +129,19 @@ class Decider:
             + size(instructions)
             + sum(size(o.id) + size(o.description) for o in options)
         )
+        offered = {o.id: o.description for o in options}
         try:
-            routed = self.jev.ask(question, instructions, options, state, self.cancel, left)
+            routed = self.router.ask(
+                "route", question, instructions, offered, state, self.cancel, timeout_s=left
+            )
         except Cancelled:
             raise RunEnded("cancelled", f"cancelled while Jev decided {question}") from None
         except WorkerFailed as exc:
             if exc.code == "timeout":
                 raise RunEnded("blocked", f"timeout while Jev decided {question}") from None
+            if exc.code == "invalid_answer":  # the API's rules (kernel/supervision/jev_answer)
+                why = f"Jev's answer to {question} was refused: {exc.detail}"
+                raise RunEnded("error", why) from exc
             raise
         labels = [o.id for o in options]
         return decide(selection, labels, routed.choice, routed.probabilities), routed, used

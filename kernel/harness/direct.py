@@ -16,9 +16,9 @@ from contextlib import contextmanager
 from typing import Any
 
 from kernel.errors import JmpError
-from kernel.harness.engine_errors import RunEnded
 from kernel.harness.opening import Opened
 from kernel.harness.records import reply_fields
+from kernel.run.ledger import RunEnded
 from kernel.supervision.supervisor import WorkerDied, WorkerFailed
 from protocol.harness import Observed, ToolInfo
 

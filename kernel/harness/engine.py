@@ -1,28 +1,28 @@
 """One harness run inside an open session: decisions, operations, records, the final.
 
-Every operation is `tool_started` (fsynced) before the Operate message leaves, and
-`tool_finished` after; a harness worker that dies in between leaves `tool_uncertain`
-(`worker_exit`) and the run `blocked`. Nothing is ever re-run. Decisions are recorded as
-`route` (the tool question) and `parameter` records before anything acts on them.
+Every operation goes through the run's ledger (kernel/run/ledger.py), as an agent call does:
+`tool_started` (fsynced) before the Operate message leaves, and `tool_finished` after; a harness
+worker that dies in between leaves `tool_uncertain` (`worker_exit`) and the run `blocked`.
+Nothing is ever re-run. Decisions are recorded as `route` (the tool question) and `parameter`
+records before anything acts on them.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from kernel.errors import JmpError
 from kernel.harness.decisions import Decider
-from kernel.harness.engine_errors import RunEnded
-from kernel.harness.records import PREVIEW_CHARS, receipt_fields, record_finished, record_uncertain
-from kernel.harness.state import build_state, encode
-from kernel.harness.workers import HarnessWorker, Jev
-from kernel.loop.steps import crash_point
+from kernel.harness.records import outcome, receipt_fields, record_receipt
+from kernel.harness.state import build_state
+from kernel.harness.workers import HarnessWorker
+from kernel.run.ledger import Call, Ledger, RunEnded
+from kernel.supervision.router import Router
 from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
-from protocol.events import ErrorData, FinalData, ToolStartedData
+from protocol.events import ErrorData, RunStatus
 from protocol.harness import Observed, Operated, Receipt, TaskLoaded, ToolInfo
 
 OPERATION_GRACE_S = 5.0  # past the run's deadline before an operation is stopped
@@ -41,7 +41,7 @@ class Engine:
         self,
         session: Any,
         harness: HarnessWorker,
-        jev: Jev | None,
+        router: Router | None,
         goal: str,
         limits: Limits,
         loaded: TaskLoaded,
@@ -59,7 +59,8 @@ class Engine:
         self.final: dict[str, Any] | None = None
         self.entered = False
         self.tools = {t.name: t for t in loaded.tools}
-        self.decider = Decider(session, jev, self.remaining, self.cancel)
+        self.ledger = Ledger(session)
+        self.decider = Decider(session, router, self.remaining, self.cancel)
 
     # --- state ----------------------------------------------------------------
 
@@ -147,54 +148,37 @@ class Engine:
 
         An entry capture is logged like any operation but does not count against max_steps.
         """
-        call_id = uuid.uuid4().hex
-        arguments = encode(chosen)
-        request = self.session.artifacts.write_json(
-            f"{call_id}.request.json", {"tool": tool.name, "parameters": chosen}
-        )
         target = ", ".join(f"{k}={v}" for k, v in chosen.items())
-        crash_point("before_tool_started")
-        self.session.append(
-            ToolStartedData(
-                call_id=call_id,
-                tool=tool.name,
-                target=target,
-                request=request,
-                arguments=arguments[:PREVIEW_CHARS],
-            ),
-            durable=True,  # persist before effect: the Operate message is the effect
-        )
+        call = self.ledger.open(tool.name, chosen, target)
+        self.ledger.start(call)  # persist before effect: the Operate message is the effect
         if not entry:
             self.executed.add((tool.name, tuple(sorted(chosen.items()))))
-        crash_point("after_tool_started")
-        reply = self._operate(call_id, tool, chosen, target, entry)
-        crash_point("after_tool_result")
+        reply = self._operate(call, target, entry)
         self.steps += 0 if entry else 1
-        if record_finished(self.session, call_id, tool.name, arguments, target, reply):
+        self.ledger.finish(call, outcome(reply))
+        if reply.receipt is not None:
+            record_receipt(self.session, call.call_id, reply.receipt)
             self.receipt = reply.receipt
         return reply
 
-    def _operate(
-        self, call_id: str, tool: ToolInfo, chosen: dict[str, str], target: str, entry: bool
-    ) -> Operated:
+    def _operate(self, call: Call, target: str, entry: bool) -> Operated:
         backstop = max(0.0, self.remaining()) + OPERATION_GRACE_S
+        chosen = {name: str(value) for name, value in call.arguments.items()}
         try:
-            return self.harness.operate(call_id, tool.name, chosen, backstop, entry)
+            return self.harness.operate(call.call_id, call.tool, chosen, backstop, entry)
         except WorkerDied as exc:
-            why, signal, code = str(exc), exc.signal, exc.worker_exit_code
-            record_uncertain(self.session, call_id, tool.name, target, why, signal, code)
+            self.ledger.uncertain(call, str(exc), signal=exc.signal, exit_code=exc.worker_exit_code)
             self.steps += 0 if entry else 1
             raise RunEnded(
-                "blocked", f"uncertain call: {tool.name} ({call_id}) was interrupted: {exc}"
+                "blocked", f"uncertain call: {call.tool} ({call.call_id}) was interrupted: {exc}"
             ) from None
         except KeyboardInterrupt:  # a second Ctrl+C mid-call: stop the worker, settle the call
             self.harness.close()  # so no `final` is ever written over a pending call
-            why = "stopped by an interrupt"
-            record_uncertain(self.session, call_id, tool.name, target, why, None, None)
+            self.ledger.uncertain(call, "The operation was stopped by an interrupt")
             self.steps += 0 if entry else 1
             raise
         except (WorkerFailed, Cancelled) as exc:  # refused before it acted (e.g. unoffered)
-            return Operated(reply_to=call_id, status="error", error=str(exc), target=target)
+            return Operated(reply_to=call.call_id, status="error", error=str(exc), target=target)
 
     # --- the end --------------------------------------------------------------
 
@@ -208,7 +192,7 @@ class Engine:
         )
 
     def finish(
-        self, status: str, summary: str, error: BaseException | None = None
+        self, status: RunStatus, summary: str, error: BaseException | None = None
     ) -> dict[str, Any]:
         """Close the toolkits, write `final` (once), return the result."""
         if self.final is not None:
@@ -224,14 +208,7 @@ class Engine:
         problems = self.harness.close_task()
         if problems:
             summary += " (closing toolkits: " + "; ".join(problems) + ")"
-        self.session.append(FinalData(status=status, summary=summary))  # type: ignore[arg-type]
-        self.final = {
-            "session_id": self.session.id,
-            "status": status,
-            "summary": self.session.redactor.text(summary),
-            "session_dir": str(self.session.directory),
-            "artifact": self.artifact(),
-        }
+        self.final = self.ledger.end(status, summary, artifact=self.artifact()).to_dict()
         return self.final
 
     def artifact(self) -> dict[str, Any] | None:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from kernel.errors import SessionLocked, SessionNotFound, UsageError
+from kernel.run.ledger import Ledger
 from kernel.store.event_log import parse_log
 from kernel.store.guard import check_session_dir, read_nofollow
-from kernel.store.pending import interrupted
-from protocol.events import Event, FinalData, ToolUncertainData
+from protocol.events import Event
 
 CREATED_BY = "jev-harness"
 
@@ -54,21 +54,9 @@ def _require_harness(events: list[Event], session_id: str) -> None:
 
 
 def _settle(session: Any) -> None:
-    """Record what a killed run left open: uncertain calls, then a final."""
-    open_calls = [c for c in interrupted(session.events) if c.uncertain is None]
-    for call in open_calls:
-        session.append(
-            ToolUncertainData(
-                call_id=call.call_id,
-                tool=call.started.tool,
-                cause="kernel_exit",
-                acknowledged=False,
-                note="the process that ran this operation was killed before it ended; "
-                "what it did is unknown and it is not re-run",
-                target=call.started.target,
-            ),
-            durable=True,
-        )
+    """Record what a killed run left open (the ledger's `settle`): uncertain calls, a final."""
+    ledger = Ledger(session)
+    open_calls = [c for c in ledger.settle() if c.uncertain is None]
     if session.status == "running":
         tools = ", ".join(c.started.tool for c in open_calls)
         what = (
@@ -76,7 +64,7 @@ def _settle(session: Any) -> None:
             if open_calls
             else "no operation was in flight"
         )
-        session.append(FinalData(status="blocked", summary=f"the run process was killed; {what}"))
+        ledger.end("blocked", f"the run process was killed; {what}")
 
 
 def _summary(session_id: str, events: list[Event], status: str) -> dict[str, Any]:

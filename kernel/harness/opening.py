@@ -21,8 +21,10 @@ from kernel.errors import ConfigError, JmpError, UsageError
 from kernel.harness.engine import Engine, Limits
 from kernel.harness.outbound import Outbound
 from kernel.harness.state import check_goal, clean
-from kernel.harness.workers import HarnessWorker, Jev
+from kernel.harness.workers import HarnessWorker
 from kernel.store.redact import Redactor
+from kernel.supervision.models import model_worker
+from kernel.supervision.router import Router
 from kernel.supervision.supervisor import WorkerDied, WorkerFailed, make_runtime_dir
 from protocol.events import RunStartedData, TaskData, UserData
 from protocol.harness import PROVIDER_KEYS, TaskLoaded
@@ -41,13 +43,13 @@ class Opened:
 
     session: Any
     harness: HarnessWorker
-    jev: Jev | None
+    router: Router | None
     engine: Engine
     runtime_dir: Path
 
     def close(self) -> None:
         """Stop both workers (whole trees), release the session lock; idempotent."""
-        for worker in (self.jev, self.harness):
+        for worker in (self.router, self.harness):
             if worker is not None:
                 worker.close()
         self.session.close()
@@ -108,20 +110,28 @@ def open_run(
         harness.close()
         shutil.rmtree(runtime, ignore_errors=True)
         raise
-    jev = None if direct_only else Jev(session, settings, runtime)
+    router = None if direct_only else _router(session, settings, runtime)
     try:
-        if jev is not None:
-            jev.start()
+        if router is not None:
+            router.start()
         _first_records(
             session, goal, path, sha256, inputs, context, limits, loaded, settings, direct_only
         )
         engine = Engine(
-            session, harness, jev, goal, limits, loaded, started=started, context=context
+            session, harness, router, goal, limits, loaded, started=started, context=context
         )
     except BaseException:
-        Opened(session, harness, jev, None, runtime).close()  # type: ignore[arg-type]
+        Opened(session, harness, router, None, runtime).close()  # type: ignore[arg-type]
         raise
-    return Opened(session, harness, jev, engine, runtime)
+    return Opened(session, harness, router, engine, runtime)
+
+
+def _router(session: Any, settings: Any, runtime: Path) -> Router:
+    """Jev's router slot for this run: the agent loop's, replaced when it dies between two
+    decisions; only the Jev key in its environment, its output through the session's redactor."""
+    return Router(
+        session, settings, lambda: model_worker("router", settings, runtime, session.redactor.text)
+    )
 
 
 def _load(

@@ -1,76 +1,38 @@
-"""The records of one harness operation's end: `tool_finished` (+ `receipt`) or `tool_uncertain`.
+"""What a harness operation's end puts into the ledger: its `Outcome`, its receipt.
 
-`tool_uncertain` is fsynced before anything else happens (the operation's effect is unknown and
-it is never re-run); `tool_finished` and its artifacts are flushed, not fsynced, like the
-agent's.
+The ledger (kernel/run/ledger.py) writes `tool_finished` and its artifacts exactly as for an
+agent call; a reply that carries a receipt is followed by a `receipt` record (HARNESS.md 5).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from protocol.events import ReceiptData, ToolFinishedData, ToolUncertainData
+from kernel.run.ledger import Outcome
+from protocol.events import ReceiptData
 from protocol.harness import Operated, Receipt
 
-PREVIEW_CHARS = 2_000
+if TYPE_CHECKING:
+    from kernel.store.session import Session
 
 
-def record_uncertain(
-    session: Any,
-    call_id: str,
-    tool: str,
-    target: str,
-    why: str,
-    signal: int | None,
-    exit_code: int | None,
-) -> None:
-    """Append `tool_uncertain` (worker_exit, not acknowledged), fsynced."""
-    session.append(
-        ToolUncertainData(
-            call_id=call_id,
-            tool=tool,
-            cause="worker_exit",
-            acknowledged=False,
-            note=f"{why}; what the operation did is unknown and it is not re-run",
-            target=target,
-            signal=signal,
-            exit_code=exit_code,
-        ),
-        durable=True,
-    )
-
-
-def record_finished(
-    session: Any, call_id: str, tool: str, arguments: str, target: str, reply: Operated
-) -> bool:
-    """Write the output and result artifacts, append `tool_finished` and, when the reply
-    carries one, `receipt`; True when it did."""
-    artifacts = session.artifacts
-    shown = reply.text.startswith(reply.summary)  # the text may open with its summary
+def outcome(reply: Operated) -> Outcome:
+    """An operation's reply as the ledger's Outcome: the output text opens with its summary."""
+    shown = reply.text.startswith(reply.summary)  # the text may open with its summary already
     text = reply.text if shown else "\n".join(filter(None, [reply.summary, reply.text]))
-    full = artifacts.write_text(f"{call_id}.output.txt", text, durable=False)
-    result = artifacts.write_json(
-        f"{call_id}.result.json", {**reply_fields(reply), "data": reply.data}, durable=False
+    return Outcome(
+        status=reply.status,
+        text=text,
+        result={**reply_fields(reply), "data": reply.data},
+        error=reply.error,
+        seconds=reply.seconds,
+        target=reply.target,
     )
-    session.append(
-        ToolFinishedData(
-            call_id=call_id,
-            tool=tool,
-            status=reply.status,
-            text=text[:PREVIEW_CHARS],
-            arguments=arguments[:PREVIEW_CHARS],
-            artifact=result,
-            full_output=full,
-            target=reply.target or target,
-            seconds=round(reply.seconds, 6),
-            truncated=len(text) > PREVIEW_CHARS,
-            error=reply.error,
-        )
-    )
-    if reply.receipt is None:
-        return False
-    session.append(ReceiptData(call_id=call_id, **receipt_fields(reply.receipt)))
-    return True
+
+
+def record_receipt(session: Session, call_id: str, receipt: Receipt) -> None:
+    """The `receipt` record after the operation that saved the report."""
+    session.append(ReceiptData(call_id=call_id, **receipt_fields(receipt)))
 
 
 def reply_fields(reply: Operated) -> dict[str, Any]:

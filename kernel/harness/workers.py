@@ -1,18 +1,17 @@
-"""The two workers a harness run talks to: the harness worker (the task) and Jev's router.
+"""The harness worker, which holds the task (Jev's router is the agent's: router.py).
 
-Both are ordinary supervised workers (kernel/supervision/supervisor.py): own process group,
-heartbeats, whole-tree kill, redacted output. The harness worker runs the task script's code,
-so it gets no known secret at all: none in its environment, none in a message (what crosses is
-redacted on this side: kernel/harness/outbound.py), except a provider key (PROVIDER_KEYS) for a
-task that holds a provider that sends it. The router gets only the Jev key, and every request
-it is given is redacted here first.
+An ordinary supervised worker (kernel/supervision/supervisor.py): own process group,
+heartbeats, whole-tree kill, redacted output. It runs the task script's code, so it gets no
+known secret at all: none in its environment, none in a message (what crosses is redacted on
+this side: kernel/harness/outbound.py), except a provider key (PROVIDER_KEYS) for a task that
+holds a provider that sends it. The router (kernel/supervision/router.py, the same slot the
+agent loop asks) gets only the Jev key, and every request it is given is redacted first.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +20,6 @@ import msgspec
 from kernel.config.settings import MODEL_KEYS
 from kernel.harness.outbound import Outbound
 from kernel.supervision.supervisor import Worker
-from protocol.events import ModelStartedData, UsageData
 from protocol.harness import (
     PROVIDER_KEYS,
     CloseTask,
@@ -41,7 +39,6 @@ from protocol.harness import (
     TaskLoaded,
     WriteReport,
 )
-from protocol.messages import Route, Routed
 
 LOAD_TIMEOUT_S = 120.0  # a script's imports on a loaded machine
 QUERY_TIMEOUT_S = 60.0  # observe and domains: in-memory work, no capture
@@ -168,75 +165,6 @@ class HarnessWorker:
         except Exception as exc:  # closing must never stop the final record
             return [f"{type(exc).__name__}: {exc}"]
         return list(reply.problems)
-
-    def close(self) -> None:
-        self.worker.close()
-
-
-class Jev:
-    """Jev's `choice` questions through the router worker, with model_started and usage records."""
-
-    def __init__(self, session: Any, settings: Any, runtime_dir: Path) -> None:
-        self.session = session
-        self.settings = settings
-        env: dict[str, str | None] = dict.fromkeys(MODEL_KEYS)
-        env.update(settings.router_env())
-        self.worker = Worker("router", runtime_dir, env=env, redact=session.redactor.text)
-        self._lock = threading.Lock()
-
-    def start(self) -> None:
-        self.worker.start()
-
-    def ask(
-        self,
-        question: str,
-        instructions: str,
-        options: list[OptionSpec],
-        state: str,
-        cancel: threading.Event | None = None,
-        timeout_s: float | None = None,
-    ) -> Routed:
-        """One question; labels are the option ids. WorkerFailed / WorkerDied / Cancelled raise.
-
-        Every string of the request passes the session's redactor: a label that redaction
-        changes is sent as its redacted text (made unique) and mapped back in the answer."""
-        redact = self.session.redactor.text
-        sent: dict[str, str] = {}  # label as sent -> option id
-        for option in options:
-            label = base = redact(option.id)
-            n = 2
-            while label in sent:
-                label, n = f"{base}~{n}", n + 1
-            sent[label] = option.id
-        descriptions = {o.id: o.description for o in options}
-        with self._lock:
-            self.worker.wait_ready(READY_TIMEOUT_S)
-            model = self.settings.jev_model
-            self.session.append(ModelStartedData(stage="route", model=model, provider="typesafe"))
-            msg = Route(
-                id=_next_id("route"),
-                question=redact(question),
-                instructions=redact(instructions),
-                options={label: redact(descriptions[i]) for label, i in sent.items()},
-                state=redact(state),
-            )
-            reply: Routed = self.worker.request(msg, cancel=cancel, timeout_s=timeout_s)
-            reply = msgspec.structs.replace(
-                reply,
-                choice=sent.get(reply.choice, reply.choice),
-                probabilities={sent.get(k, k): p for k, p in reply.probabilities.items()},
-            )
-            usage = reply.usage
-            self.session.append(
-                UsageData(
-                    provider=usage.provider,
-                    stage="route",
-                    model=usage.model,
-                    seconds=round(usage.seconds, 6),
-                    usage=dict(usage.usage),
-                )
-            )
-            return reply
 
     def close(self) -> None:
         self.worker.close()

@@ -7,8 +7,8 @@ States of one run (`Agent.run`):
   REVIEW   a proposed `done` gets completion_review -> RESPOND / ROUTE without done / blocked
   STEP     a tool call (kernel/loop/steps.py)            -> ROUTE, or blocked on uncertainty
   RESPOND  Flash writes the answer (or `ask`)       -> completed / needs_input
-Every way a run ends raises RunEnded (kernel/errors.py); `_run` alone catches it and writes the
-run's one `final` event. The lock and the workers are released by `close()`.
+Every way a run ends raises RunEnded (kernel/run/ledger.py); `_run` alone catches it and has the
+run's ledger write its one `final` event. The lock and the workers are released by `close()`.
 """
 
 from __future__ import annotations
@@ -20,15 +20,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from kernel.context.policy import ContextPolicy
-from kernel.errors import RunEnded, StorageError, UsageError
+from kernel.errors import StorageError, UsageError
 from kernel.loop import admit, prompts
 from kernel.loop.context_view import ContextView
 from kernel.loop.resume import read_only_error, saved_answer, settle_interrupted
 from kernel.loop.routing import Routing, record_error
 from kernel.loop.steps import ToolStep
+from kernel.run.ledger import RunEnded
 from kernel.store import pending
 from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
-from protocol.events import CleanupWarningData, FinalData, RunStartedData, UserData
+from protocol.events import CleanupWarningData, RunStartedData, UserData
 from protocol.messages import Message
 from protocol.text import shown_name
 
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from kernel.store.session import Session
     from kernel.supervision.models import Models
     from kernel.supervision.tools import Tools
+    from protocol.results import RunResult
 
 LISTING_LIMIT = 200
 AUTO_COMPACT_EVENTS = 2000  # records since the last checkpoint that end a run with a new one
@@ -97,6 +99,7 @@ class Agent:
         tools.redactor = session.redactor
         self.view = ContextView(session, self.policy)
         self.step = ToolStep(session, models, tools, self.view, instructions, self.cancel)
+        self.ledger = self.step.ledger  # the one ledger of this agent's runs
         self.routing = Routing(session, models, self.view, self.step.mcp_specs, self.cancel)
         self._tools_starting: threading.Thread | None = None
 
@@ -105,7 +108,8 @@ class Agent:
     def run(
         self, prompt: str | None = None, compact: bool = False, acknowledge_pending: bool = False
     ) -> dict[str, Any]:
-        """Run until a final status; returns {session_id, status, summary, session_dir}."""
+        """Run until a final status; returns {session_id, status, summary, session_dir} (the
+        summary redacted, as every front end shows it)."""
         events = self.session.events
         replays = prompt is None and not compact and saved_answer(events) is not None
         if self.session.read_only and not (replays and not pending.unsettled(events)):
@@ -115,7 +119,7 @@ class Agent:
                 raise UsageError("--compact takes no prompt")
             if acknowledge_pending:
                 raise UsageError(ACK_WITH_COMPACT)
-            return self._result("compacted", self._compact())
+            return self.ledger.result("compacted", self._compact()).to_dict()
         if prompt is None:
             replay = self._replay(acknowledge_pending)
             if replay is not None:
@@ -128,9 +132,9 @@ class Agent:
                 f"the workspace {self.session.workspace} of session {self.session.id} does not "
                 "exist any more (deleted or moved); nothing was run or recorded"
             )
-        end = self._run(prompt, acknowledge_pending)
+        result = self._run(prompt, acknowledge_pending)
         self._compact_if_long()
-        return self._result(end.status, end.summary)
+        return result.to_dict()
 
     def _start_tools(self) -> None:
         """`tools.start()` on a thread. Its first use takes the Tools lock, so waits for it; a
@@ -182,17 +186,9 @@ class Agent:
             if not acknowledge:
                 return None  # _run records the uncertainty and ends blocked, running nothing
             settle_interrupted(self.session, True)
-        return self._result(answer.status, answer.summary)
+        return self.ledger.result(answer.status, answer.summary).to_dict()
 
-    def _result(self, status: str, summary: str) -> dict[str, Any]:
-        return {
-            "session_id": self.session.id,
-            "status": status,
-            "summary": summary,
-            "session_dir": str(self.session.directory),
-        }
-
-    def _run(self, prompt: str | None, acknowledge: bool) -> RunEnded:
+    def _run(self, prompt: str | None, acknowledge: bool) -> RunResult:
         """The one place a run's `final` is written: every ending arrives here as RunEnded.
 
         Anything else (a ContextOverflow for the answer, a storage error) propagates with no
@@ -202,9 +198,7 @@ class Agent:
             self._begin(prompt, acknowledge)
             self._loop()
         except RunEnded as end:
-            summary = self.session.redactor.text(end.summary)
-            self.session.append(FinalData(status=end.status, summary=summary))
-            return end
+            return self.ledger.end(end.status, end.summary)
 
     def _begin(self, prompt: str | None, acknowledge: bool) -> None:
         """Settle interrupted calls, record the request and `run_started` (or end blocked)."""

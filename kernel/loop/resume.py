@@ -10,8 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kernel.errors import StorageError
-from kernel.store import pending
-from protocol.events import Event, FinalData, RunStartedData, ToolUncertainData, UserData
+from kernel.run.ledger import Ledger
+from protocol.events import Event, FinalData, RunStartedData, UserData
 
 if TYPE_CHECKING:
     from kernel.store.session import Session
@@ -52,39 +52,16 @@ def read_only_error(session: Session) -> StorageError:
 
 
 def settle_interrupted(session: Session, acknowledge: bool) -> str:
-    """Record kernel_exit uncertainty once per call; acknowledge if asked.
+    """Record each unsettled call's uncertainty once (the ledger's `settle`); acknowledge if
+    asked.
 
     Returns '' when the run may go on, else the `blocked` summary naming the calls waiting.
-    Each record is fsynced: a kill right after leaves it, and it is not written twice.
     """
-    waiting: list[str] = []
-    for record in pending.unsettled(session.events):
-        cause = record.uncertain.cause if record.uncertain else "kernel_exit"
-        if record.uncertain is None or acknowledge:
-            session.append(
-                ToolUncertainData(
-                    call_id=record.call_id,
-                    tool=record.started.tool,
-                    target=record.started.target,
-                    cause=cause,
-                    acknowledged=acknowledge,
-                    note=_uncertain_note(acknowledge),
-                    mcp_server=bool(record.uncertain and record.uncertain.mcp_server),
-                ),
-                durable=True,
-            )
-        if not acknowledge:
-            waiting.append(f"{record.started.tool} {record.started.target!r}")
+    waiting = Ledger(session).settle(acknowledge)
     if not waiting:
         return ""
     return (
         "Interrupted calls have an unknown outcome: "
-        + ", ".join(waiting)
+        + ", ".join(f"{r.started.tool} {r.started.target!r}" for r in waiting)
         + ". Check their effect, then continue with --ack-interrupted (nothing is re-run)."
     )
-
-
-def _uncertain_note(acknowledged: bool) -> str:
-    if acknowledged:
-        return "Acknowledged by the user: outcome still unknown; not re-run, not assumed done."
-    return "The call started and has no recorded end: its effect is unknown. Nothing re-ran it."

@@ -12,8 +12,9 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from kernel.errors import ContextOverflow, RunEnded
+from kernel.errors import ContextOverflow
 from kernel.loop import prompts
+from kernel.run.ledger import RunEnded
 from kernel.supervision.supervisor import WorkerDied, WorkerFailed
 from protocol.events import CompletionReviewData, ErrorData, RouteData, Stage
 from protocol.messages import ToolSpec

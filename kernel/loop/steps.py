@@ -1,76 +1,33 @@
 """One tool step: offload or generate arguments, validate, persist before effect, run, record.
 
-Persist before effect: `tool_started` is appended and fsynced before the request leaves for
-the tool worker. A worker that dies during the call gets `tool_uncertain` (worker_exit) and the
-run stops `blocked`; nothing is ever re-run by itself.
+Persist before effect: the run's ledger (kernel/run/ledger.py) appends and fsyncs `tool_started`
+before the request leaves for the tool worker. A worker that dies during the call gets
+`tool_uncertain` (worker_exit) and the run stops `blocked`; nothing is ever re-run by itself.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import signal
 import threading
-import uuid
 from typing import TYPE_CHECKING, Any
 
-from kernel.errors import JmpError, RunEnded
+from kernel.errors import JmpError
 from kernel.loop import prompts
 from kernel.loop.kernel_tools import ToolHandle, kernel_tools
 from kernel.loop.offload import fixed_arguments
+from kernel.run.ledger import ERROR_PREVIEW_CHARS, Call, Ledger, Outcome, RunEnded, preview
 from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
 from protocol.codec import to_builtins
-from protocol.events import (
-    ArgumentOffloadData,
-    ErrorData,
-    Event,
-    ToolFinishedData,
-    ToolStartedData,
-    ToolUncertainData,
-    UserData,
-)
+from protocol.events import ArgumentOffloadData, ErrorData, Event, ToolFinishedData, UserData
 from protocol.messages import Message, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from kernel.loop.context_view import ContextView
     from kernel.store.session import Session
     from kernel.supervision.models import Models
     from kernel.supervision.tools import Tools
 
-PREVIEW_CHARS = 2000
-ARGUMENTS_PREVIEW_CHARS = 600
-# A target (a bash command is its own target) in events: the whole text is in the request
-# artifact. Unbounded, a 10 MB heredoc was stored twice in the log and once per recall page.
-TARGET_PREVIEW_CHARS = 600
-ERROR_PREVIEW_CHARS = 2000
 REPEATED_ERRORS = 3  # identical tool errors in a row that pause the run (CONTRACT section 6)
-
-
-def crash_point(name: str) -> None:
-    """Test-only: die by SIGKILL at an exact place when JMP_CRASH_AT names it."""
-    if os.environ.get("JMP_CRASH_AT") == name:
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
-def preview(text: str, limit: int = PREVIEW_CHARS, where: str = "the full output") -> str:
-    """A bounded preview, marked when cut; the full text lives in an artifact (`where`)."""
-    if len(text) <= limit:
-        return text
-    place = f" in {where}" if where else " not kept"
-    return text[:limit] + f"\n[... {len(text) - limit} more characters{place}]"
-
-
-def shown_result(result: ToolResult, redact: Callable[[str], str]) -> str:
-    """The readable view's `display` (redacted, bounded); "" when it is the text itself."""
-    same = not result.display or result.display == result.text
-    return "" if same else preview(redact(result.display), PREVIEW_CHARS, "the result artifact")
-
-
-def shown_target(target: str) -> str:
-    """A call's target as events carry it: bounded, the whole in the request artifact."""
-    return preview(target, TARGET_PREVIEW_CHARS, "the request artifact")
 
 
 def repeated_error(events: list[Event]) -> str | None:
@@ -109,6 +66,7 @@ class ToolStep:
         self.view = view
         self.instructions = instructions
         self.cancel = cancel
+        self.ledger = Ledger(session)
         self._mcp: list[ToolSpec] | None = None
         self._kernel_tools = kernel_tools(view.recall_index)
 
@@ -208,63 +166,37 @@ class ToolStep:
             raise RunEnded("blocked", f"The same error happened three times in a row: {repeated}")
 
     def _call(self, tool: str, arguments: dict[str, Any], target: str) -> None:
-        call_id = uuid.uuid4().hex[:16]
-        artifacts = self.session.artifacts
-        request = artifacts.write_json(
-            f"{call_id}.request.json",
-            {"call_id": call_id, "tool": tool, "arguments": arguments, "target": target},
-        )
-        # Redacted before the cut: a cut through a key would leave a prefix the redactor misses.
-        redact = self.session.redactor.text
-        args_text = redact(json.dumps(arguments, ensure_ascii=False))
-        args_preview = preview(args_text, ARGUMENTS_PREVIEW_CHARS, "the request artifact")
-        shown = shown_target(redact(target))
-        crash_point("before_tool_started")
-        self.session.append(
-            ToolStartedData(
-                call_id=call_id, tool=tool, target=shown, request=request, arguments=args_preview
-            ),
-            durable=True,  # before any effect: a kill from here on leaves a pending call
-        )
-        crash_point("after_tool_started")
-        result = self._execute(call_id, tool, arguments, shown)
-        crash_point("after_tool_result")
-        # Not fsynced: `tool_finished`, the only record pointing at them, is not fsynced either.
-        output = artifacts.write_text(f"{call_id}.output.txt", result.text, durable=False)
-        saved = artifacts.write_json(f"{call_id}.result.json", to_builtins(result), durable=False)
-        self.session.append(
-            ToolFinishedData(
-                call_id=call_id,
-                tool=tool,
+        """The call itself, recorded by the ledger: `tool_started` fsynced before it leaves."""
+        call = self.ledger.open(tool, arguments, target)
+        self.ledger.start(call)
+        result = self._execute(call)
+        self.ledger.finish(
+            call,
+            Outcome(
                 status=result.status,
+                text=result.text,
+                result=to_builtins(result),
+                error=result.error,
                 exit_code=result.exit_code,
-                text=preview(redact(result.text)),
-                arguments=args_preview,
-                artifact=saved,
-                full_output=output,
-                target=shown,
-                seconds=round(result.seconds, 6),
-                truncated=len(result.text) > PREVIEW_CHARS,
-                error=preview(redact(result.error), ERROR_PREVIEW_CHARS),
+                seconds=result.seconds,
                 interrupted=result.interrupted,
                 reason=result.reason,
-                display=shown_result(result, redact),
-            )
+                display=result.display,
+            ),
         )
         if result.interrupted and result.reason in ("", "cancelled"):  # a limit is no cancel
             raise RunEnded("cancelled", f"Cancelled by the user while {tool} was running.")
         if result.status == "error":
             self._after_error()
 
-    def _execute(
-        self, call_id: str, tool: str, arguments: dict[str, Any], target: str
-    ) -> ToolResult:
+    def _execute(self, call: Call) -> ToolResult:
+        tool, target = call.tool, call.target
         try:
-            return self.handle(tool).run(call_id, tool, arguments, cancel=self.cancel)
+            return self.handle(tool).run(
+                call.call_id, tool, dict(call.arguments), cancel=self.cancel
+            )
         except WorkerDied as exc:
-            note = f"{exc}. The call's effect is unknown; nothing re-ran it."
-            how = {"signal": exc.signal, "exit_code": exc.worker_exit_code}
-            self._uncertain(call_id, tool, target, note, **how)
+            self.ledger.uncertain(call, str(exc), signal=exc.signal, exit_code=exc.worker_exit_code)
             raise RunEnded(
                 "blocked",
                 f"The tool worker died during {tool} {target!r}: its effect is unknown. Check it, "
@@ -272,28 +204,15 @@ class ToolStep:
             ) from exc
         except WorkerFailed as exc:
             if exc.code == "effect_unknown":  # an MCP server died mid-call: no end, no guess
-                note = f"{exc.detail}. Nothing re-ran it."
-                self._uncertain(call_id, tool, target, note, mcp_server=True)
+                self.ledger.uncertain(call, exc.detail, mcp_server=True)
                 raise RunEnded(
                     "blocked",
                     f"The MCP server died during {tool} {target!r}: its effect is unknown. Check "
                     "it, then continue with --ack-interrupted.",
                 ) from exc
-            return ToolResult(reply_to=call_id, status="error", error=exc.detail, text=exc.detail)
-
-    def _uncertain(self, call_id: str, tool: str, target: str, note: str, **how: Any) -> None:
-        """`tool_uncertain` (worker_exit, not acknowledged), fsynced: the call has no end.
-        `how`: the dead worker's `signal` and `exit_code`, or `mcp_server=True`."""
-        data = ToolUncertainData(
-            call_id=call_id,
-            tool=tool,
-            target=target,
-            cause="worker_exit",
-            acknowledged=False,
-            note=note,
-            **how,
-        )
-        self.session.append(data, durable=True)
+            return ToolResult(
+                reply_to=call.call_id, status="error", error=exc.detail, text=exc.detail
+            )
 
     def _error(self, stage: str, error_class: str, message: str) -> None:
         message = preview(self.session.redactor.text(message), ERROR_PREVIEW_CHARS, "")

@@ -1,7 +1,8 @@
 """The kernel's side of the two model workers: Jev (router) and Flash (generator).
 
 Each request writes `model_started` before it leaves, emits transient `model_progress`
-(character counts only) while it streams, and writes `usage` when it returns. A dead worker is
+(character counts only) while it streams, and writes `usage` when it returns (the router's
+questions: router.py, which a jev-harness run asks too). A dead worker is
 replaced, and a request lost to one is sent once more (restart.py: model calls have no side
 effect), so a lost request leaves a `model_started` without `usage`. Failures come back as
 `WorkerFailed` / `WorkerDied` / `Cancelled` and are recorded by the agent.
@@ -16,20 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernel.config.settings import MODEL_KEYS
-from kernel.supervision import jev_answer
 from kernel.supervision.failures import WorkerFailed
 from kernel.supervision.restart import MODEL_READY_S, WorkerSlot
-from protocol.events import ModelProgressData, ModelStartedData, Stage, UsageData
-from protocol.messages import (
-    Generate,
-    Generated,
-    Message,
-    ModelUsage,
-    Progress,
-    Route,
-    Routed,
-    ToolSpec,
-)
+from kernel.supervision.router import Router, record_started, record_usage
+from protocol.events import ModelProgressData, Stage
+from protocol.messages import Generate, Generated, Message, Progress, Routed, ToolSpec
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -79,55 +71,48 @@ class Models:
         session.redactor.add(*settings.secrets)
         self._ids = itertools.count(1)
         self._runtime: Path | None = router.runtime_dir if router is not None else None
-        self._slots: dict[str, WorkerSlot] = {}
+        self._router: Router | None = None
+        self._generator: WorkerSlot | None = None
         self._early = router
 
     def start(self) -> None:
         """Spawn both workers now (non-blocking), the router first, or replace either that
         died; a missing key is a ConfigError here."""
-        if not self._slots:
+        if self._router is None or self._generator is None:
             from kernel.supervision.supervisor import make_runtime_dir
 
             self.settings.require_keys()
             if self._runtime is None:
                 self._runtime = make_runtime_dir()
-            for kind in ("router", "generator"):
-                # Not waited for: the first route is prepared while the pool forks them.
-                self._slots[kind] = WorkerSlot(
-                    kind, partial(self._new, kind), MODEL_READY_S, wait_spawn=False
-                )
-            if self._early is not None:
-                self._slots["router"].adopt(self._early)
-                self._early = None
-        for slot in self._slots.values():
-            slot.start()
+            early, self._early = self._early, None
+            self._router = Router(self.session, self.settings, partial(self._new, "router"), early)
+            # Not waited for: the first route is prepared while the pool forks it.
+            self._generator = WorkerSlot(
+                "generator", partial(self._new, "generator"), MODEL_READY_S, wait_spawn=False
+            )
+        self._router.start()
+        self._generator.start()
+
+    @property
+    def _slots(self) -> dict[str, WorkerSlot]:
+        """The started slots by kind (none before `start`)."""
+        if self._router is None or self._generator is None:
+            return {}
+        return {"router": self._router.slot, "generator": self._generator}
 
     def _new(self, kind: str) -> Worker:
         """A fresh worker of `kind`, not started; nothing it prints may carry a key."""
         assert self._runtime is not None
         return model_worker(kind, self.settings, self._runtime, self.session.redactor.text)
 
-    def _slot(self, kind: str) -> WorkerSlot:
-        if not self._slots:
+    def _started_router(self) -> Router:
+        if self._router is None:
             self.start()
-        return self._slots[kind]
+        assert self._router is not None
+        return self._router
 
     def _next_id(self, stage: str) -> str:
         return f"{stage}-{next(self._ids)}"
-
-    def _started(self, stage: Stage, model: str, provider: str) -> None:
-        self.session.append(ModelStartedData(stage=stage, model=model, provider=provider))
-
-    def _usage(self, stage: Stage, usage: ModelUsage) -> None:
-        self.session.append(
-            UsageData(
-                provider=usage.provider,
-                stage=stage,
-                model=usage.model,
-                seconds=round(usage.seconds, 6),
-                usage=dict(usage.usage),
-            )
-        )
 
     def route(
         self,
@@ -137,26 +122,9 @@ class Models:
         state: str,
         cancel: threading.Event | None = None,
     ) -> Routed:
-        """One Jev `choice` request; labels are exactly the keys of `options`."""
-        msg = Route(
-            id=self._next_id(question),
-            question=question,
-            instructions=instructions,
-            options=options,
-            state=state,
-        )
-        reply = self._slot("router").request(
-            msg,
-            resend=True,
-            before=lambda: self._started(question, self.settings.jev_model, "typesafe"),
-            cancel=cancel,
-        )
-        assert isinstance(reply, Routed)
-        self._usage(question, reply.usage)
-        bad = jev_answer.problem(list(options), reply.choice, reply.confidence, reply.probabilities)
-        if bad:  # the API's own rules: an answer that breaks one is never acted on
-            raise WorkerFailed("invalid_answer", bad, "InvalidRouterAnswer", reply.usage)
-        return reply
+        """One Jev `choice` request (router.py); labels are exactly the keys of `options`."""
+        router = self._started_router()
+        return router.ask(question, question, instructions, options, state, cancel=cancel)
 
     def generate(
         self,
@@ -179,20 +147,23 @@ class Models:
             tool_description=tool.description if tool else "",
             tool_schema=dict(tool.parameters) if tool else None,
         )
+        if self._generator is None:
+            self.start()
+        assert self._generator is not None
         try:
-            reply = self._slot("generator").request(
+            reply = self._generator.request(
                 msg,
                 resend=True,
-                before=lambda: self._started(stage, model, "openai-compatible"),
+                before=lambda: record_started(self.session, stage, model, "openai-compatible"),
                 cancel=cancel,
                 on_progress=progress,
             )
         except WorkerFailed as exc:
             if exc.usage is not None:  # it answered, unusably: the tokens were still spent
-                self._usage(stage, exc.usage)
+                record_usage(self.session, stage, exc.usage)
             raise
         assert isinstance(reply, Generated)
-        self._usage(stage, reply.usage)
+        record_usage(self.session, stage, reply.usage)
         return reply
 
     def stop_soon(self) -> None:
@@ -207,7 +178,7 @@ class Models:
             self._early = None
         for slot in self._slots.values():
             slot.close()
-        self._slots = {}
+        self._router = self._generator = None
         if self._runtime is not None:
             import shutil  # on the way out: its import (bz2, lzma) slows a warm start
 

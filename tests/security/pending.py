@@ -32,17 +32,8 @@ class Pending:
 
 WARM = frozenset({"warm"})
 COLD = frozenset({"cold"})
-API_SUMMARY = (
-    "found by the matrix: Agent.run returns the final summary unredacted (kernel/loop/agent.py "
-    "_run persists the redacted one, returns the raw one), not yet assigned"
-)
 
-PENDING: list[Pending] = [
-    Pending("test_no_key_in_what_the_client_received", API_SUMMARY, front_ends=frozenset({"api"})),
-    Pending(
-        "test_the_answer_reaches_the_client_redacted", API_SUMMARY, front_ends=frozenset({"api"})
-    ),
-]
+PENDING: list[Pending] = []
 
 
 def pending_for(row: str, path: str, front_end: str) -> Pending | None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import threading
 import time
 from collections.abc import Callable
@@ -11,6 +13,7 @@ from typing import Any
 import psutil
 
 from kernel.supervision.supervisor import Worker
+from tests.support.warm import gone, workers_of
 
 
 def live_with(marker: str) -> list[psutil.Process]:
@@ -61,3 +64,32 @@ def fake_worker(runtime_dir: Any, mode: str = "ok") -> Worker:
     worker = Worker("tool", runtime_dir, env={"JMP_FAKE_MODE": mode}, module="tests.fakes.worker")
     worker.start()
     return worker
+
+
+def worker_of(kind: str) -> psutil.Process:
+    """This kernel's one live worker of `kind` ("router", "generator", "tool"), warm or cold."""
+    (found,) = workers_of(os.getpid(), kind)
+    return found
+
+
+class KillAt:
+    """An `on_event` subscriber that SIGKILLs the `kind` worker when `when(event)` holds, up to
+    `times` times, and returns only once it has exited (a zombie nobody reaped yet: the
+    kernel's I/O thread may not have noticed). The session swallows a subscriber's
+    exceptions, so the test asserts on `killed` afterwards."""
+
+    def __init__(self, kind: str, when: Callable[[Any], bool], times: int = 1) -> None:
+        self.kind, self.when, self.times = kind, when, times
+        self.killed: list[int] = []
+
+    def __call__(self, event: Any) -> None:
+        if len(self.killed) >= self.times or not self.when(event):
+            return
+        victim = worker_of(self.kind)
+        victim.send_signal(signal.SIGKILL)
+        if gone([victim.pid]):
+            self.killed.append(victim.pid)
+
+
+def stage_started(stage: str) -> Callable[[Any], bool]:
+    return lambda e: e.kind == "model_started" and e.data.stage == stage
