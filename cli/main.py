@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from cli.about import Version, epilog
 from cli.listing import print_sessions
 from kernel.errors import JmpError, SessionNotFound, UsageError, WorkspaceMismatch
 from kernel.store.catalog import (
@@ -55,58 +56,12 @@ def _formatter(prog: str) -> argparse.HelpFormatter:
     return argparse.RawDescriptionHelpFormatter(prog, width=max(columns - 2, 40))
 
 
-class _Version(argparse.Action):
-    """`--version`: jmp's version (kernel/config/install.py), looked up only when asked."""
-
-    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
-        super().__init__(option_strings, dest, nargs=0, help="print jmp's version and exit")
-
-    def __call__(self, parser: argparse.ArgumentParser, *_args: object) -> None:
-        from kernel.config.install import PROJECT, kind, version
-
-        out = getattr(parser, "help_file", None) or sys.stdout
-        out.write(f"jmp {version()} ({kind()}, {PROJECT})\n")
-        parser.exit(0)
-
-
-def _epilog() -> str:
-    """The key variables, and where this copy keeps sessions and reads its MCP config."""
-    from kernel.config.install import default_mcp_config, default_sessions_dir, kind
-
-    sessions = os.environ.get("JMP_SESSIONS_DIR") or default_sessions_dir()
-    mcp = os.environ.get("JMP_MCP_CONFIG") or default_mcp_config()
-    return "\n".join(
-        [
-            "environment:",
-            "  TYPESAFE_API_KEY   Jev's key (the router); TYPESAFE_BASE_URL, JEV_MODEL",
-            "  FLASH_API_KEY      Flash's key (the generator; or DEEPSEEK_API_KEY);",
-            "                     FLASH_BASE_URL, FLASH_MODEL",
-            f"  JMP_SESSIONS_DIR   where sessions live; now {sessions}",
-            f'  JMP_MCP_CONFIG     MCP servers ({{"mcpServers": {{...}}}}); now {mcp}',
-            "  JMP_WARM=0         no warm worker pool (every worker starts cold)",
-            "  and JEV_CONTEXT_BYTES, FLASH_CONTEXT_BYTES, JEV_ROUTE_FLOOR, JEV_ARGUMENT_OFFLOAD,",
-            "  JMP_BASH_TIMEOUT_S, JMP_BASH_OUTPUT_BYTES (README, Configuration)",
-            "",
-            *_where(kind()),
-        ]
-    )
-
-
-def _where(kind: str) -> list[str]:
-    if kind == "checkout":
-        return ["This copy is a source checkout: its sessions and MCP config are in its .jmp/."]
-    return [
-        "This copy is installed: sessions under $XDG_DATA_HOME/jmp (~/.local/share/jmp), the",
-        "MCP config in $XDG_CONFIG_HOME/jmp (~/.config/jmp); an uninstall leaves both.",
-    ]
-
-
 def _parser() -> argparse.ArgumentParser:
     p = _Parser(
         prog="jmp",
         description="A crash-safe local coding agent.",
         formatter_class=_formatter,
-        epilog=_epilog(),
+        epilog=epilog(),
     )
     p.add_argument("prompt", nargs="?", help="the task, or a follow-up with --session")
     p.add_argument("--json", action="store_true", help="JSON lines on stdout")
@@ -120,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--acp", action="store_true", help="serve the Agent Client Protocol on stdin/stdout"
     )
-    p.add_argument("--version", action=_Version)
+    p.add_argument("--version", action=Version)
     return p
 
 
@@ -248,13 +203,18 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _internal(exc: Exception) -> JmpError:
-    """An unexpected exception as a JmpError; its traceback only with JMP_DEBUG=1."""
+    """An unexpected exception as a JmpError; its traceback only with JMP_DEBUG=1. A missing
+    dependency is no bug: it says how to install jmp."""
+    from kernel.config.install import missing_dependency
     from kernel.store.redact import Redactor
 
     if os.environ.get("JMP_DEBUG") == "1":
         import traceback
 
         traceback.print_exc()
+    advice = missing_dependency(exc)
+    if advice is not None:
+        return JmpError(advice)
     return JmpError(Redactor().text(f"internal error: {type(exc).__name__}: {exc}"))
 
 

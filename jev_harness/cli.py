@@ -161,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return out.fail("interrupted", status="cancelled")
     except Exception as exc:
+        from kernel.config.install import missing_dependency
         from kernel.errors import JmpError
 
         if isinstance(exc, JmpError):
@@ -169,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             import traceback
 
             traceback.print_exc()
-        return out.fail(f"internal error: {type(exc).__name__}: {exc}")
+        return out.fail(missing_dependency(exc) or f"internal error: {type(exc).__name__}: {exc}")
 
 
 def entry() -> None:

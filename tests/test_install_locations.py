@@ -88,6 +88,11 @@ def test_this_checkout_is_one_and_every_front_end_reports_its_version() -> None:
         cwd=ROOT,
     )
     assert harness.returncode == 0 and harness.stdout == f"jev-harness {version} (jmp-agent)\n"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JMP_", "XDG_"))}
+    listed = subprocess.run(
+        [sys.executable, str(ROOT / "main.py"), "--list"], capture_output=True, text=True, env=env
+    )
+    assert listed.stdout.endswith(f"sessions are kept in {ROOT / '.jmp' / 'sessions'}\n")
 
 
 def test_an_installed_layout_lists_and_names_the_xdg_sessions_dir(tmp_path: Path) -> None:
@@ -115,3 +120,22 @@ def test_an_installed_layout_lists_and_names_the_xdg_sessions_dir(tmp_path: Path
     assert f"JMP_SESSIONS_DIR   where sessions live; now {sessions}" in helped.stdout
     assert "This copy is installed" in helped.stdout
     assert not (site / ".jmp").exists()
+
+
+def test_a_python_without_the_dependencies_says_how_to_install(tmp_path: Path) -> None:
+    """`python main.py "task"` with an interpreter lacking jmp's dependencies names the one
+    missing and how to install (2b9f963: "internal error: ModuleNotFoundError: ...")."""
+    base = getattr(sys, "_base_executable", "")
+    probe = subprocess.run([base, "-s", "-c", "import msgspec"], capture_output=True)
+    if not base or probe.returncode == 0:
+        pytest.skip("no interpreter without jmp's dependencies here (the venv's base has them)")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JMP_", "PYTHON"))}
+    for argv in ([str(ROOT / "main.py"), "hello"], ["-m", "jev_harness.cli", "run", "x.py",
+                 "--goal", "g", "--inputs", "{}"]):  # fmt: skip
+        env["TYPESAFE_API_KEY"] = "k-123456789"
+        done = subprocess.run(
+            [base, "-s", *argv], capture_output=True, text=True, cwd=ROOT, env=env
+        )
+        assert done.returncode == 2, done.stderr
+        assert "lacks jmp's dependency 'msgspec'" in done.stderr and "make install" in done.stderr
+        assert "internal error" not in done.stderr

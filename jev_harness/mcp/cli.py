@@ -229,12 +229,13 @@ def main(argv: list[str] | None = None) -> int:
         say(str(exc))
         return 2
     except Exception as exc:
+        from kernel.config.install import missing_dependency
         from kernel.errors import JmpError
 
         if isinstance(exc, JmpError):
             say(str(exc))
         else:
-            say(f"internal error: {type(exc).__name__}: {exc}")
+            say(missing_dependency(exc) or f"internal error: {type(exc).__name__}: {exc}")
         return 2
 
 

@@ -103,3 +103,30 @@ def version(project: Path = PROJECT) -> str:
 def kind(project: Path = PROJECT) -> str:
     """ "checkout" or "installed", for what jmp prints about itself."""
     return "checkout" if is_checkout(project) else "installed"
+
+
+# The import names of jmp's dependencies (pyproject.toml): one of them missing means this
+# Python is not the one jmp was installed into, not a bug.
+DEPENDENCIES = (
+    "msgspec", "zmq", "psutil", "openai", "openhands", "typesafe_sdk", "mcp", "pydantic",
+    "lxml", "acp", "anyio", "httpx",
+)  # fmt: skip
+
+
+def missing_dependency(exc: BaseException, project: Path = PROJECT) -> str | None:
+    """For an ImportError of one of jmp's dependencies: what to do about it, else None."""
+    import sys
+
+    name = getattr(exc, "name", None) or ""
+    if not isinstance(exc, ImportError) or name.partition(".")[0] not in DEPENDENCIES:
+        return None
+    this = f"Python {sys.version.split()[0]} ({sys.executable})"
+    if is_checkout(project):
+        how = (
+            f"in the checkout, `make install` (it makes .venv with Python >= 3.12), then run "
+            f"{project / '.venv' / 'bin' / 'jmp'}; or install it as a tool: "
+            f"`uv tool install {project}` or `pipx install {project}`, then run `jmp`"
+        )
+    else:
+        how = "install jmp as a tool, `uv tool install jmp-agent` or `pipx install jmp-agent`"
+    return f"{this} lacks jmp's dependency {name!r}: {how}"
