@@ -12,7 +12,7 @@ export OPENHANDS_SUPPRESS_BANNER := 1
 # PYTHONDONTWRITEBYTECODE set every jmp launch would compile ~50 modules (about 0.15 s).
 CODE := cli kernel protocol workers acp_server jev_harness apixly_jev_harness jmp_lab bench tests
 
-.PHONY: install test bench chaos lint fmt type check demo docs clean
+.PHONY: install test test-install wheelhouse bench chaos lint fmt type check demo docs clean
 
 # The power-cut simulator (README "Resilience") needs libfuse 3 and fusermount3: installed here
 # when missing and we are root with apt-get; else its tests skip and say why.
@@ -33,6 +33,17 @@ install:
 
 test:
 	$(PY) -m pytest -q
+
+# `uv tool install` and `pipx install` of this checkout into a fresh home, offline (minutes):
+# every wheel comes from WHEELHOUSE, filled once from PyPI by `make wheelhouse`.
+WHEELHOUSE ?= .wheelhouse
+wheelhouse:
+	$(PY) -m pip wheel -q -w $(WHEELHOUSE) -c constraints.txt . uv pipx
+	$(PY) -m pip download -q -d $(WHEELHOUSE) --only-binary=:all: 'setuptools>=69' wheel
+
+test-install:
+	@[ -d $(WHEELHOUSE) ] || $(MAKE) wheelhouse
+	JMP_WHEELHOUSE=$(abspath $(WHEELHOUSE)) $(PY) -m pytest -q tests/test_install.py
 
 bench:
 	$(PY) -m bench
