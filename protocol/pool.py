@@ -15,7 +15,8 @@ directory's mtime (a pip install or upgrade changes it) and every .py file of ou
 (path, size, mtime). Kernel and pool compute it the same way; a difference means other code.
 
 Each confinement view (`protocol/confinement.py`) has its own pool, in `view_dir(DIR, VIEW)`,
-so differently confined kernels each find their own.
+so differently confined kernels each find their own; and each installation has its own DIR
+(`pool_dir`), so two copies of jmp never replace each other's pool.
 """
 
 from __future__ import annotations
@@ -204,14 +205,27 @@ DEFAULT_IDLE_S = 600.0
 TITLE = "jmp-warm-pool"
 
 
-def pool_dir(env: dict[str, str] | os._Environ[str], uid: int) -> Path:
-    """The per-user runtime directory: JMP_WARM_DIR, else $XDG_RUNTIME_DIR/jmp-warm, else
-    /tmp/jmp-warm-UID. Short, so the socket path (in a `view_dir` of it) fits in sun_path."""
+def pool_dir(env: dict[str, str] | os._Environ[str], uid: int, root: Path = ROOT) -> Path:
+    """The per-user runtime directory of this installation: JMP_WARM_DIR, else
+    $XDG_RUNTIME_DIR/jmp-warm-TAG, else /tmp/jmp-warm-UID-TAG, TAG naming where this copy of
+    jmp lives (`install_tag`). Short, so the socket path (in a `view_dir` of it) fits in
+    sun_path."""
     if env.get("JMP_WARM_DIR"):
         return Path(env["JMP_WARM_DIR"])
     if env.get("XDG_RUNTIME_DIR"):
-        return Path(env["XDG_RUNTIME_DIR"]) / "jmp-warm"
-    return Path(f"/tmp/jmp-warm-{uid}")
+        return Path(env["XDG_RUNTIME_DIR"]) / f"jmp-warm-{install_tag(root)}"
+    return Path(f"/tmp/jmp-warm-{uid}-{install_tag(root)}")
+
+
+def install_tag(root: Path = ROOT) -> str:
+    """8 hex digits of where this copy of jmp's code lives. Two installations on one machine
+    (two checkouts, a `uv tool` and a `pipx` one) run different code: sharing one pool dir,
+    each would find the other's pool stale and replace it on every run, so each has its own."""
+    try:  # as in code_fingerprint: hashlib's import loads OpenSSL
+        from _sha2 import sha256
+    except ImportError:
+        from hashlib import sha256
+    return str(sha256(os.fsencode(root)).hexdigest()[:8])
 
 
 def idle_timeout(env: dict[str, str] | os._Environ[str]) -> float:

@@ -1,7 +1,7 @@
 """`python -m workers.pool start|stop|status|serve`: the warm pool's own commands.
 
 start   launch the pool detached in the runtime dir (JMP_WARM_DIR, else $XDG_RUNTIME_DIR/
-        jmp-warm, else /tmp/jmp-warm-UID) and wait until it answers; prints its state
+        jmp-warm-TAG, else /tmp/jmp-warm-UID-TAG) and wait until it answers; prints its state
 stop    ask the pool to exit (its live workers keep serving their kernels)
 status  print the pool's state as JSON; exit 1 when no pool answers
 serve   run the pool in the foreground (what `start` and kernels launch)
