@@ -1,0 +1,196 @@
+"""Every command in the README runs as written (issue 23), or names the test that runs it.
+
+The commands are read from the README's plain code blocks (a line starting with a program a
+person types). Each one is in WHERE: `run` (run here, by bash, in a fresh home against the
+loopback models), `synopsis` (every option it names is in the program's --help) or the test
+file that runs it (a campaign or an install takes minutes). A README command missing from
+WHERE, or an entry the README no longer has, fails the test: the README and this list move
+together. Substituted, and only that: `...` keys (the loopback servers' keys are in the
+environment instead), `<id>` / `<session id>` (the session the earlier command made).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jmp_lab.servers.flash import FlashServer
+from jmp_lab.servers.jev import JevServer
+from kernel.store.catalog import list_sessions
+from tests.support.cli import FLASH_KEY, JEV_KEY, ROOT
+
+PROGRAMS = ("make", "jmp", "python", "jev-harness", "jmp-demo", "jmp-chaos", "uv", "export")
+PROGRAMS += ("mkdir",)
+CHAOS = "tests/test_chaos.py"
+WHERE = {
+    "uv tool install /path/to/jmp": "tests/test_install.py",
+    "jmp --version": "run",
+    "jmp-demo": "tests/test_demo.py",
+    "jmp-demo_": "tests/test_demo.py",
+    "make install": "the environment running this suite",
+    "make test": "this suite",
+    "export TYPESAFE_API_KEY=...": "run",
+    "export FLASH_API_KEY=...": "run",
+    'jmp --workspace ~/src/project "add a --verbose flag to cli.py and run the tests"': "run",
+    'jmp --session <id> "now update the README"': "run",
+    "jmp --list": "run",
+    'python main.py --json [--workspace PATH] [--no-mcp] "task"': "synopsis",
+    'python main.py --json --session ID "follow-up"': "synopsis",
+    "python main.py --json --session ID": "synopsis",
+    "python main.py --json --session ID --compact": "synopsis",
+    "python main.py --json --session ID --ack-interrupted": "synopsis",
+    "python main.py --json --list": "synopsis",
+    "jev-harness check-task FILE [--inputs JSON] [--json]": "synopsis",
+    "jev-harness run FILE --goal TEXT --inputs JSON [--context JSON] [--max-steps N]"
+    " [--timeout S]": "synopsis",
+    "jev-harness inspect SESSION_ID [--sessions-dir PATH] [--json]": "synopsis",
+    'mkdir -p proj/docs && echo "The release codename is ORCA-7, chosen in May." >'
+    " proj/docs/notes.md": "run",
+    'jev-harness check-task examples/workspace_task.py --inputs \'{"root": "proj",'
+    ' "queries": ["codename"], "markers": {"codename": "ORCA-7"}, "output": "r.json"}\'': "run",
+    "export TYPESAFE_API_KEY=..._": "run",
+    'jev-harness run examples/workspace_task.py --goal "Find the release codename" --inputs'
+    ' \'{"root": "proj", "queries": ["codename"], "markers": {"codename": "ORCA-7"},'
+    ' "output": "r.json"}\'': "run",
+    "jev-harness inspect <session id>": "run",
+    "python -m jev_harness.mcp SCRIPT --goal TEXT --inputs JSON [--context JSON]"
+    " [--max-steps N]": "synopsis",
+    "make chaos": CHAOS,
+    "jmp-chaos --iterations 2 --seed 7 --power off": CHAOS,
+    "python -m jmp_lab.chaos --iterations 20 --seed 7 [--minutes 30]": CHAOS,
+    "python -m jmp_lab.chaos --iterations 20 --seed 7 --jmp '/path/to/other/.venv/bin/python"
+    " /path/to/other/main.py'": CHAOS,
+    "make chaos CHAOS_JMP='/usr/local/bin/jmp'": CHAOS,
+    "make chaos_": CHAOS,
+    "python -m jmp_lab.chaos --iterations 9 --seed 7 --power only": CHAOS,
+    "python -m jmp_lab.chaos --power off ...": CHAOS,
+    "python -m jmp_lab.chaos.powercut check": "run",
+}
+
+
+def readme_commands() -> list[str]:
+    """The README's command lines in order, comments and continuations removed; a repeated
+    command gets a `_` per earlier occurrence (it is listed once per place)."""
+    text = (ROOT / "README.md").read_text()
+    found: list[str] = []
+    for lang, body in re.findall(r"^```([a-z]*)\n(.*?)^```", text, re.S | re.M):
+        if lang:
+            continue  # json, python: configuration and code, not commands
+        for line in body.replace("\\\n", " ").splitlines():
+            if line.split(" ", 1)[0] not in PROGRAMS:
+                continue
+            command = _without_comment(line).strip()
+            command = " ".join(command.split())
+            while command in found:
+                command += "_"
+            found.append(command)
+    return found
+
+
+def _without_comment(line: str) -> str:
+    """The line up to a `#` that starts a comment (after a space, outside quotes)."""
+    quote = ""
+    for n, char in enumerate(line):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (n == 0 or line[n - 1].isspace()):
+            return line[:n]
+    return line
+
+
+def test_every_readme_command_is_run_or_named() -> None:
+    commands = readme_commands()
+    missing = [c for c in commands if c not in WHERE]
+    assert not missing, f"README commands this test does not know (add them to WHERE): {missing}"
+    stale = [c for c in WHERE if c not in commands]
+    assert not stale, f"WHERE names commands the README no longer has: {stale}"
+    for where in WHERE.values():
+        assert not where.startswith("tests/") or (ROOT / where).is_file(), where
+
+
+def test_the_synopses_name_only_options_that_exist() -> None:
+    helps: dict[str, str] = {}
+    for command, where in WHERE.items():
+        if where != "synopsis":
+            continue
+        words = command.split()
+        key = " ".join(words[:2] if words[1] == "main.py" or words[0] != "python" else words[:3])
+        if key not in helps:
+            argv = {
+                "python main.py": [sys.executable, str(ROOT / "main.py"), "--help"],
+                "python -m jev_harness.mcp": [sys.executable, "-m", "jev_harness.mcp", "--help"],
+            }.get(key) or [sys.executable, "-m", "jev_harness.cli", *words[1:2], "--help"]
+            done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=True)
+            helps[key] = done.stdout + done.stderr  # the MCP server keeps stdout for frames
+        for option in re.findall(r"--[a-z-]+", command):
+            assert option in helps[key], (command, option)
+
+
+@pytest.mark.slow
+def test_the_runnable_readme_commands_run_as_written(short_tmp: Path) -> None:
+    home = short_tmp / "home"
+    (home / "src" / "project").mkdir(parents=True)
+    work = short_tmp / "checkout"  # "from the checkout": its examples, a directory of ours
+    work.mkdir()
+    shutil.copytree(ROOT / "examples", work / "examples")
+    (short_tmp / "mcp.json").write_text('{"mcpServers": {}}')
+    with JevServer() as jev, FlashServer() as flash:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("JMP_", "JEV_"))}
+        env |= {k: os.environ[k] for k in ("JMP_WARM", "JMP_WARM_DIR") if k in os.environ}
+        env |= {
+            "HOME": str(home),
+            "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}",
+            "TYPESAFE_API_KEY": JEV_KEY,  # what the README's `export ...=...` lines set
+            "TYPESAFE_BASE_URL": jev.url,
+            "FLASH_API_KEY": FLASH_KEY,
+            "FLASH_BASE_URL": flash.url,
+            "JMP_SESSIONS_DIR": str(short_tmp / "sessions"),  # not the checkout's .jmp
+            "JMP_MCP_CONFIG": str(short_tmp / "mcp.json"),
+        }
+
+        def bash(command: str, cwd: Path = work) -> str:
+            done = subprocess.run(
+                ["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True,
+                timeout=240, check=False,
+            )  # fmt: skip
+            assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
+            return done.stdout
+
+        def newest() -> str:
+            return list_sessions(short_tmp / "sessions")[0].session_id
+
+        ran = {c for c, w in WHERE.items() if w == "run" and c.startswith("export ")}
+        assert bash("jmp --version").startswith("jmp ")
+        ran.add("jmp --version")
+        jev.script([{"route": "done"}, {"completion_review": "complete"}] * 2)
+        flash.queue([{"text": "Added --verbose."}, {"text": "README updated."}])
+        for command in [c for c in WHERE if c.startswith(("jmp --workspace", "jmp --session"))]:
+            out = bash(command.replace("<id>", newest() if "<id>" in command else ""))
+            assert "[completed] session" in out, out
+            ran.add(command)
+        assert newest() in bash("jmp --list")
+        ran.add("jmp --list")
+        jev.script([
+            {"tool": "files.search"}, {"tool": "files.read"},
+            {"tool": "record_evidence"}, {"tool": "save_report"},
+        ])  # fmt: skip
+        for command in [c for c in WHERE if WHERE[c] == "run" and c.split()[0] in ("mkdir",
+                        "jev-harness")]:  # fmt: skip
+            bash(command.replace("<session id>", newest()))
+            ran.add(command)
+        assert (work / "r.json").is_file()
+        check = "python -m jmp_lab.chaos.powercut check"
+        done = subprocess.run(
+            ["bash", "-c", check], cwd=work, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode in (0, 2) and (done.returncode == 0 or done.stderr.strip())
+        ran.add(check)
+    assert ran == {c for c, w in WHERE.items() if w == "run"}
