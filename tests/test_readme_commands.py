@@ -26,7 +26,7 @@ from kernel.store.catalog import list_sessions
 from tests.support.cli import FLASH_KEY, JEV_KEY, ROOT
 
 PROGRAMS = ("make", "jmp", "python", "jev-harness", "jmp-demo", "jmp-chaos", "uv", "export")
-PROGRAMS += ("mkdir",)
+PROGRAMS += ("mkdir", "jev-harness-mcp")
 CHAOS = "tests/test_chaos.py"
 WHERE = {
     "uv tool install /path/to/jmp": "tests/test_install.py",
@@ -59,8 +59,7 @@ WHERE = {
     ' \'{"root": "proj", "queries": ["codename"], "markers": {"codename": "ORCA-7"},'
     ' "output": "r.json"}\'': "run",
     "jev-harness inspect <session id>": "run",
-    "python -m jev_harness.mcp SCRIPT --goal TEXT --inputs JSON [--context JSON]"
-    " [--max-steps N]": "synopsis",
+    "jev-harness-mcp SCRIPT --goal TEXT --inputs JSON [--context JSON] [--max-steps N]": "synopsis",
     "make chaos": CHAOS,
     "jmp-chaos --iterations 2 --seed 7 --power off": CHAOS,
     "python -m jmp_lab.chaos --iterations 20 --seed 7 [--minutes 30]": CHAOS,
@@ -122,11 +121,11 @@ def test_the_synopses_name_only_options_that_exist() -> None:
         if where != "synopsis":
             continue
         words = command.split()
-        key = " ".join(words[:2] if words[1] == "main.py" or words[0] != "python" else words[:3])
+        key = "jev-harness-mcp" if words[0] == "jev-harness-mcp" else " ".join(words[:2])
         if key not in helps:
             argv = {
                 "python main.py": [sys.executable, str(ROOT / "main.py"), "--help"],
-                "python -m jev_harness.mcp": [sys.executable, "-m", "jev_harness.mcp", "--help"],
+                "jev-harness-mcp": [str(Path(sys.executable).parent / "jev-harness-mcp"), "--help"],
             }.get(key) or [sys.executable, "-m", "jev_harness.cli", *words[1:2], "--help"]
             done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=True)
             helps[key] = done.stdout + done.stderr  # the MCP server keeps stdout for frames
