@@ -1,7 +1,9 @@
 """jmp entry point: `python main.py --json "task"` (the same CLI as the `jmp` console script).
 
 Also the Python boundary of CONTRACT.md section 4: `from main import Session, Models, Tools,
-Agent, Settings, ContextPolicy, load_servers, instructions`.
+Agent, Settings, ContextPolicy, load_servers, instructions`, and the door every front end uses,
+`open_agent` (kernel/loop/opening.py: admission, keys, secrets, create or open, the workspace
+check, Models, Tools and Agent in one call). Nothing of jmp's imports this module.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ _BOUNDARY = {
     "load_servers": "kernel.config.mcp",
     "instructions": "kernel.loop.prompts",
     "INSTRUCTIONS": "kernel.loop.prompts",
+    "open_agent": "kernel.loop.opening",
+    "Planned": "kernel.loop.opening",
 }
 
 

@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from acp.schema import AcpMcpServer, HttpMcpServer, McpServerStdio, SseMcpServer
 
-import main as boundary  # the Python boundary (CONTRACT 4): lazy, nothing loads until used
-from kernel.errors import ConfigError, UsageError, WorkspaceMismatch
+from kernel.errors import ConfigError, UsageError
 from kernel.store.redact import Redactor, environment_secrets
 from protocol.events import Event
 
@@ -54,7 +53,9 @@ class Config:
         with self._lock:
             if self._settings is None:
                 try:
-                    read = boundary.Settings.environment()
+                    from kernel.config.settings import Settings
+
+                    read = Settings.environment()
                     self.redactor.add(*read.secrets)
                     self.log_redactor.add(*read.secrets)
                     self._settings = read
@@ -68,7 +69,9 @@ class Config:
         """The configured servers plus the client's; a name used twice is a ConfigError."""
         with self._lock:
             if self._servers is None:
-                self._servers = boundary.load_servers()  # read once (CONTRACT 10)
+                from kernel.config.mcp import load_servers
+
+                self._servers = load_servers()  # read once (CONTRACT 10)
                 self.redactor.add(*self._servers.secrets)
                 self.log_redactor.add(*self._servers.secrets)
         configured = self._servers
@@ -213,44 +216,40 @@ def workspace_of(cwd: str) -> Path:
 
 def create(config: Config, cwd: str, client: Sequence[ClientServer], sink: EventSink) -> Handle:
     """A new session bound to cwd; keys are checked before anything is created."""
+    from kernel.loop.opening import open_agent
+
     settings = config.settings()
-    settings.require_keys()
+    settings.require_keys()  # (the door checks them too) a missing key is named before the cwd
     workspace = workspace_of(cwd)
     servers = config.servers(client)
-    secrets = config.session_secrets(settings, servers)
-    session = boundary.Session.create(config.home, workspace, on_event=sink, secrets=secrets)
-    return _handle(session, settings, servers)
+    agent = open_agent(
+        config.home,
+        settings,
+        lambda: servers,
+        workspace=workspace,
+        on_event=sink,
+        secrets=config.session_secrets(settings, servers),
+    )
+    return Handle(agent.session, agent)
 
 
 def load(
     config: Config, session_id: str, cwd: str, client: Sequence[ClientServer], sink: EventSink
 ) -> Handle:
     """Lock and load a session; a cwd other than its workspace is refused, as in the CLI."""
+    from kernel.loop.opening import open_agent
+
     settings = config.settings()
-    workspace_of(cwd)  # a cwd no path can have is refused before the session is touched
+    workspace = workspace_of(cwd)  # a cwd no path can have is refused before the session
     servers = config.servers(client)
-    session = boundary.Session.open(
-        config.home, session_id, on_event=sink, secrets=config.session_secrets(settings, servers)
+    agent = open_agent(
+        config.home,
+        settings,
+        lambda: servers,
+        session_id=session_id,
+        workspace=workspace,
+        named=f"cwd {cwd}",
+        on_event=sink,
+        secrets=config.session_secrets(settings, servers),
     )
-    try:
-        if workspace_of(cwd) != session.workspace.resolve():
-            raise WorkspaceMismatch(
-                f"session {session.id} is bound to workspace {session.workspace}; cwd {cwd} differs"
-            )
-        return _handle(session, settings, servers)
-    except BaseException:
-        session.close()
-        raise
-
-
-def _handle(session: Session, settings: Settings, servers: Any) -> Handle:
-    try:
-        models = boundary.Models(session, settings)
-        tools = boundary.Tools(session.workspace, session.directory / "terminal", servers)
-        agent = boundary.Agent(
-            session, models, tools, instructions=boundary.instructions(), cancel=threading.Event()
-        )
-    except BaseException:
-        session.close()
-        raise
-    return Handle(session, agent)
+    return Handle(agent.session, agent)

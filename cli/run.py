@@ -9,8 +9,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from kernel.errors import WorkspaceMismatch
-
 SUCCESS = ("completed", "compacted")
 
 
@@ -32,49 +30,6 @@ def _install_interrupt(cancel: threading.Event) -> Any:
         return signal.signal(signal.SIGINT, handler)
     except ValueError:  # not the main thread (embedded use): the caller owns signals
         return None
-
-
-def _admit(prompt: str, settings: Any) -> None:
-    """A first request that can never fit the router's budget: refused before the session."""
-    from kernel.context.policy import ContextPolicy
-    from kernel.loop import admit
-
-    policy = ContextPolicy.from_settings(settings.jev_context_bytes, settings.flash_context_bytes)
-    admit.check(policy, [], admit.clean(prompt))
-
-
-def _open(options: Any, printer: Any, settings: Any) -> tuple[Any, Any]:
-    """Create or open the session; keys are checked before anything is created."""
-    from kernel.loop.resume import needs_models, read_only_error
-    from kernel.store.session import Session, sessions_home
-
-    home = sessions_home(options.sessions_dir)
-    printer.locate(home)
-    if options.session is None:
-        _admit(options.prompt, settings)
-        settings.require_keys()
-        servers = _servers(options)
-        workspace = Path(options.workspace or os.getcwd()).resolve()
-        secrets = (*settings.secrets, *servers.secrets)
-        return Session.create(home, workspace, on_event=printer.event, secrets=secrets), servers
-    session = Session.open(home, options.session, on_event=printer.event, secrets=settings.secrets)
-    try:
-        if options.workspace and Path(options.workspace).resolve() != session.workspace.resolve():
-            raise WorkspaceMismatch(
-                f"session {session.id} is bound to workspace {session.workspace}; "
-                f"--workspace {options.workspace} differs"
-            )
-        servers = None
-        if session.read_only and (options.compact or needs_models(session, options.prompt, False)):
-            raise read_only_error(session)
-        if needs_models(session, options.prompt, options.compact):
-            settings.require_keys()
-            servers = _servers(options)
-            session.redactor.add(*servers.secrets)
-    except BaseException:
-        session.close()
-        raise
-    return session, servers
 
 
 def _note_nothing_pending(session: Any, printer: Any) -> None:
@@ -126,32 +81,42 @@ def run(options: Any, printer: Any) -> int:
 
 
 def _drive(options: Any, printer: Any, settings: Any, router: Any, collecting: bool) -> int:
-    from kernel.loop.agent import Agent
-    from kernel.loop.prompts import instructions
-    from kernel.supervision.models import Models
+    from kernel.loop.opening import Planned, open_agent
+    from kernel.store.session import sessions_home
     from kernel.supervision.runtime import clean_stale_runtime_dirs
-    from kernel.supervision.tools import Tools
-
-    clean_stale_runtime_dirs()  # a killed kernel's sockets under /tmp (issue 9, item 19)
-    session, servers = _open(options, printer, settings)
-    # One redactor for every stream: the printer's (the environment's keys) joins the session's.
-    session.redactor.add(*printer.redactor.secrets)
-    printer.redactor = session.redactor
-    if options.ack_interrupted:
-        _note_nothing_pending(session, printer)
-    cancel = threading.Event()
-    previous = _install_interrupt(cancel)
-    agent = None
     from kernel.supervision.waits import add_listener
 
-    forget_waits = add_listener(
-        getattr(printer, "worker_wait", lambda *_: None)
-    )  # "starting tools…" in the live view
+    clean_stale_runtime_dirs()  # a killed kernel's sockets under /tmp (issue 9, item 19)
+    home = sessions_home(options.sessions_dir)
+    printer.locate(home)
+    cancel = threading.Event()
+    given = options.workspace
+    if options.session is None:
+        given = given or os.getcwd()
+    # "starting tools…" in the live view
+    forget_waits = add_listener(getattr(printer, "worker_wait", lambda *_: None))
+    previous = None
+    agent = None
     try:
-        models = Models(session, settings, router)
-        tools = Tools(session.workspace, session.directory / "terminal", servers)
-        tools.on_output = printer.tool_output  # a running command's output, live view only
-        agent = Agent(session, models, tools, instructions=instructions(), cancel=cancel)
+        agent = open_agent(
+            home,
+            settings,
+            lambda: _servers(options),
+            session_id=options.session,
+            workspace=Path(given) if given else None,
+            named=f"--workspace {options.workspace}",
+            planned=Planned(options.prompt, options.compact),
+            on_event=printer.event,
+            secrets=printer.redactor.secrets,  # the printer's: every key variable that is set
+            router=router,
+            cancel=cancel,
+        )
+        # One redactor for every stream: the session's now knows the printer's secrets too.
+        printer.redactor = agent.session.redactor
+        agent.tools.on_output = printer.tool_output  # a running command's output, live view
+        if options.ack_interrupted:
+            _note_nothing_pending(agent.session, printer)
+        previous = _install_interrupt(cancel)
         if collecting:
             gc.freeze()  # what start-up made lives on: later collections never walk it
             gc.enable()
@@ -164,8 +129,6 @@ def _drive(options: Any, printer: Any, settings: Any, router: Any, collecting: b
         forget_waits()
         if agent is not None:
             agent.close()
-        else:
-            session.close()
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
     printer.result(result)

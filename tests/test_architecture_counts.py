@@ -57,3 +57,13 @@ def test_the_counter_counts() -> None:
     assert constructors({"a.py": tree, "b.py": ast.parse("FinalData")}, {"FinalData"}) == {
         "FinalData": {"a.py"}
     }
+
+
+def test_an_agent_is_composed_behind_one_door() -> None:
+    """Session, Models, Tools and Agent are put together in one place for every front end
+    (kernel/loop/opening.py `open_agent`); a harness run has its own (kernel/harness/)."""
+    names = {"Agent", "Models", "Tools"}
+    found = constructors(_sources(), names)
+    assert {name: sorted(paths) for name, paths in found.items()} == {
+        name: ["kernel/loop/opening.py"] for name in names
+    }

@@ -166,3 +166,32 @@ def test_the_run_core_imports_neither_loop() -> None:
         if t.startswith(("kernel.loop", "kernel.harness"))
     }
     assert not bad, sorted(bad)
+
+
+def test_nothing_of_ours_imports_main() -> None:
+    """`main` is the top of the house (the CLI script and the Python boundary's re-exports):
+    front ends reach the kernel as `cli` does, never through it (acp_server did)."""
+    edges = graph()
+    bad = sorted(name for name, targets in edges.items() if "main" in targets and name != "main")
+    assert not bad, bad
+
+
+def private_imports() -> list[str]:
+    """`from ours import _name`: a module reaching into another's private names."""
+    known = _modules()
+    found = []
+    for name, path in known.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ImportFrom) or (node.module is None and not node.level):
+                continue
+            base = node.module or ""
+            if not (node.level or base.split(".")[0] in OURS):
+                continue  # a vendor's private name is the vendor's business (and ours to pin)
+            for alias in node.names:
+                if alias.name.startswith("_") and not alias.name.startswith("__"):
+                    found.append(f"{name}: from {'.' * node.level}{base} import {alias.name}")
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    assert private_imports() == []

@@ -203,7 +203,7 @@ def test_another_users_connection_is_refused(
     import workers.pool as pool_mod
     import workers.pool_conn as conn_mod
 
-    monkeypatch.setattr(conn_mod, "_SELF", os.getuid() + 1)
+    monkeypatch.setattr(conn_mod, "SELF_UID", os.getuid() + 1)
     assert not conn_mod.peer_allowed(os.getuid())
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(tmp_path / "p.sock"))

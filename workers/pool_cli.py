@@ -32,7 +32,7 @@ from protocol.own_files import open_own, write_own
 from protocol.spawn import SPAWN_CWD
 from workers import pool_child
 from workers.pool import LOCK_WAIT_S, Pool
-from workers.pool_conn import _SELF, log, read_frame
+from workers.pool_conn import SELF_UID, log, read_frame
 
 START_WAIT_S = 300.0  # the first import of OpenHands on a busy machine
 
@@ -123,8 +123,8 @@ def check_dir(directory: Path) -> str:
     st = os.lstat(directory)
     if not os.path.isdir(directory) or os.path.islink(directory):
         return f"{directory} is not a directory"
-    if st.st_uid != _SELF or st.st_mode & 0o077:
-        return f"{directory} must be owned by uid {_SELF} with mode 0700"
+    if st.st_uid != SELF_UID or st.st_mode & 0o077:
+        return f"{directory} must be owned by uid {SELF_UID} with mode 0700"
     return ""
 
 

@@ -25,7 +25,7 @@ import msgspec
 
 from protocol import pool as P
 
-_SELF = os.getuid()
+SELF_UID = os.getuid()  # who may connect (and own the pool's directory)
 FRAME_S = 5.0  # a client's whole frame, from its connect or its first byte
 PAUSE_S = 0.2  # out of descriptors even for the reserve: stop accepting this long
 MAX_FDS = 16  # a Spawn carries 3 + stdin + one per namespace
@@ -179,7 +179,7 @@ class Connections:
 
 def peer_allowed(uid: int) -> bool:
     """Only the pool's own user may ask it for anything."""
-    return uid == _SELF
+    return uid == SELF_UID
 
 
 def _reserve_fd() -> int | None:
