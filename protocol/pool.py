@@ -201,7 +201,7 @@ def view_dir(directory: Path, key: str) -> Path:
     return directory / key
 
 
-DEFAULT_IDLE_S = 600.0
+DEFAULT_IDLE_S = 10_800.0  # 3 hours, as Gradle's daemon and Bazel's server
 TITLE = "jmp-warm-pool"
 
 
@@ -229,7 +229,7 @@ def install_tag(root: Path = ROOT) -> str:
 
 
 def idle_timeout(env: dict[str, str] | os._Environ[str]) -> float:
-    """JMP_WARM_IDLE_S (seconds, > 0), default 600."""
+    """JMP_WARM_IDLE_S (seconds, > 0), default 10,800 (3 hours)."""
     try:
         value = float(env.get("JMP_WARM_IDLE_S") or DEFAULT_IDLE_S)
     except ValueError:

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from tests.support.warm import (
     ROOT,
     Impostor,
     PoolProc,
+    ask_status,
     children_of,
     gone,
     make_pool_dir,
@@ -846,3 +848,56 @@ def test_a_confined_run_on_the_warm_path_gets_a_shell_with_its_kernels_confineme
     assert b"PATH=" in environments  # it did read environments (its own at least)
     if confinement == "no_capabilities":  # (root with every capability reads every /proc)
         assert JEV_KEY.encode() not in environments and FLASH_KEY.encode() not in environments
+
+
+AGED_POOL = """
+import sys, time
+from workers import pool_conn, pool_cli
+offset_file = sys.argv.pop(1)
+
+def aged() -> float:  # the pool's one clock, moved on by what the test writes into the file
+    with open(offset_file) as f:
+        return time.monotonic() + float(f.read() or 0)
+
+pool_conn.Connections.clock = staticmethod(aged)
+sys.exit(pool_cli.main(sys.argv[1:]))
+"""
+
+
+def test_a_run_fifteen_minutes_after_the_last_starts_warm(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pool a run starts (no --idle, no JMP_WARM_IDLE_S: the default) is still there for
+    a run 15 minutes later (issue 25): its clock is moved on by 15 minutes, not waited for.
+    With the old default (600 s) the pool exits on the second request and the worker is cold."""
+    assert P.idle_timeout({}) == 3 * 3600
+    monkeypatch.chdir(short_tmp)
+    monkeypatch.delenv("JMP_WARM_IDLE_S", raising=False)
+    directory = make_pool_dir()
+    offset = short_tmp / "offset"
+    offset.write_text("0")
+    argv = P.serve_argv(sys.executable, directory, 1, "none", ("tests.fakes.worker",))
+    args = [a for a in argv[argv.index("workers.pool") + 1 :] if not a.startswith("--idle")]
+    env = P.pool_env(os.environ) | {"PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", AGED_POOL, str(offset), *args], env=env, cwd=str(ROOT)
+    )
+    monkeypatch.setenv("JMP_WARM", "1")
+    monkeypatch.setenv("JMP_WARM_DIR", str(directory))
+    try:
+        for _ in range(1000):
+            if (state := ask_status(directory)) is not None:
+                break
+            assert proc.poll() is None, f"pool exited {proc.returncode}"
+            time.sleep(0.05)
+        assert state is not None and state.idle_timeout_s == P.DEFAULT_IDLE_S
+        for minutes in (0, 15):
+            offset.write_text(str(minutes * 60))
+            with fake(short_tmp) as worker:
+                worker.wait_ready(60)
+                assert psutil.Process(worker.pid).ppid() == proc.pid, f"cold at {minutes} min"
+        assert proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(directory, ignore_errors=True)

@@ -26,7 +26,6 @@ import selectors
 import signal
 import socket
 import sys
-import time
 from pathlib import Path
 
 from protocol import confinement as C
@@ -56,13 +55,13 @@ class Pool(Connections):
         super().__init__()
         self.children: dict[int, tuple[int, Conn | None]] = {}  # pidfd -> (pid, its kernel)
         self.exited: set[int] = set()  # pids that exited and wait for Release
-        self.last_active = time.monotonic()
+        self.last_active = self.clock()
         self.running = True
 
     def serve(self, listener: socket.socket) -> None:
         self.listen(listener)
         while self.running:
-            now = time.monotonic()
+            now = self.clock()
             busy = self.conns or self.children
             if not busy and now >= self.last_active + self.idle_s:
                 log("idle timeout: exiting")
@@ -71,7 +70,11 @@ class Pool(Connections):
             wakes += [] if busy else [self.last_active + self.idle_s]
             wakes += [self.paused_until] if self.paused_until is not None else []
             wait = max(0.0, min(wakes) - now) if wakes else None
-            for key, _ in self.sel.select(wait):
+            ready = self.sel.select(wait)
+            if not busy and self.clock() >= self.last_active + self.idle_s:
+                log("idle timeout: exiting")  # a request at the deadline finds the pool gone
+                return
+            for key, _ in ready:
                 kind = key.data
                 if kind == "accept":
                     self.accept()
@@ -81,10 +84,8 @@ class Pool(Connections):
                     self.started(kind)
                 elif key.fd in self.conns:
                     self.readable(self.conns[key.fd])
-            self.expire(time.monotonic())
-            self.last_active = (
-                time.monotonic() if (self.conns or self.children) else self.last_active
-            )
+            self.expire(self.clock())
+            self.last_active = self.clock() if (self.conns or self.children) else self.last_active
 
     def expire(self, now: float) -> None:
         """A fork that has not reported in START_S is killed, its request refused."""
@@ -147,7 +148,7 @@ class Pool(Connections):
         os.close(sync_w)
         conn.child, conn.child_pidfd, conn.sync = pid, os.pidfd_open(pid), sync_r
         conn.module = msg.module
-        conn.deadline = time.monotonic() + START_S
+        conn.deadline = self.clock() + START_S
         self.sel.register(sync_r, selectors.EVENT_READ, conn)
         return None
 

@@ -49,6 +49,10 @@ class Conn:
 class Connections:
     """The listener and its clients; `handle` and `refuse` are the owner's."""
 
+    # Every deadline and idle time of the pool is read from this one clock (a test ages an
+    # idle pool through it instead of waiting).
+    clock = staticmethod(time.monotonic)
+
     def __init__(self) -> None:
         self.sel = selectors.DefaultSelector()
         self.conns: dict[int, Conn] = {}  # socket fd -> connection
@@ -95,7 +99,7 @@ class Connections:
         except OSError:
             sock.close()
             return
-        conn = Conn(sock, pidfd, kernel_pid=pid, deadline=time.monotonic() + FRAME_S)
+        conn = Conn(sock, pidfd, kernel_pid=pid, deadline=self.clock() + FRAME_S)
         self.conns[sock.fileno()] = conn
         self.sel.register(sock, selectors.EVENT_READ, "conn")
 
@@ -113,7 +117,7 @@ class Connections:
             log("out of file descriptors: refused a connection")
         if self.reserve is None and self.paused_until is None:
             self.sel.unregister(self.listener)
-            self.paused_until = time.monotonic() + PAUSE_S
+            self.paused_until = self.clock() + PAUSE_S
 
     def readable(self, conn: Conn) -> None:
         try:
@@ -131,7 +135,7 @@ class Connections:
             self.drop(conn)
             return
         if not conn.buf and conn.child is not None:
-            conn.deadline = time.monotonic() + FRAME_S  # a frame after the spawn (Release)
+            conn.deadline = self.clock() + FRAME_S  # a frame after the spawn (Release)
         conn.buf += data
         while len(conn.buf) >= 4 and conn.sock.fileno() in self.conns:
             size = struct.unpack(">I", conn.buf[:4])[0]
