@@ -144,24 +144,31 @@ def artifacts(short_tmp: Path) -> Artifacts:
     return Artifacts(session, Redactor(["cache-secret-1"]))
 
 
-def test_only_durable_writes_are_fsynced(artifacts: Artifacts, monkeypatch) -> None:
-    synced: list[int] = []
+def test_a_standalone_artifact_is_fsynced_with_its_directory(
+    artifacts: Artifacts, monkeypatch
+) -> None:
+    """Without a session's commit an artifact is durable when written: its data, then its
+    name (the directory); in a session the commit does both (tests/test_durable.py)."""
+    synced: list[str] = []
     real = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (synced.append(fd), real(fd)))
-    kept = artifacts.write_text("out.txt", "two", durable=False)
-    saved = artifacts.write_json("r.json", {"a": 1}, durable=False)
-    assert synced == []
-    artifacts.write_json("req.json", {"a": 1})
-    artifacts.write_text("o.txt", "x")
-    assert len(synced) == 2
+    monkeypatch.setattr(
+        os, "fsync", lambda fd: (synced.append("dir" if _is_dir(fd) else "file"), real(fd))
+    )
+    saved = artifacts.write_json("r.json", {"a": 1})
+    kept = artifacts.write_text("out.txt", "two")
+    assert synced == ["file", "dir", "file", "dir"]
     assert artifacts.read_json(saved) == {"a": 1}
     assert (artifacts.root / kept).read_text() == "two"
     assert sorted(p.name for p in artifacts.directory.iterdir()) == [
-        "o.txt",
         "out.txt",
         "r.json",
-        "req.json",
     ]  # still atomic: no temporary file is left
+
+
+def _is_dir(fd: int) -> bool:
+    import stat
+
+    return stat.S_ISDIR(os.fstat(fd).st_mode)
 
 
 def test_cached_texts_equal_what_a_fresh_reader_sees(artifacts: Artifacts) -> None:

@@ -188,7 +188,7 @@ def test_a_log_changed_under_the_writer_is_detected_before_the_append(
         log.unlink()
     try:
         with pytest.raises(LogReplaced, match="while the session ran"):
-            session.append(UserData(text="never written"))
+            session.append(UserData(text="never written"), durable=True)
     finally:
         session.close()
     for path in session_dir.iterdir():
@@ -215,7 +215,7 @@ def test_a_failed_append_leaves_no_half_line(
     monkeypatch.setattr(event_log, "write_all", half_then_full)
     try:
         with pytest.raises(StorageError, match=r"append the user record to .*ENOSPC"):
-            session.append(UserData(text="x" * 1000))
+            session.append(UserData(text="x" * 1000), durable=True)
     finally:
         session.close()
     assert (session_dir / "events.jsonl").read_bytes() == before

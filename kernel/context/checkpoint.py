@@ -2,7 +2,9 @@
 
 A checkpoint is the folded state at `through` with the finished older calls archived into
 factual rows. It holds ints and strings only and is encoded with sorted keys, so the same
-log always gives byte-identical files. Later projections fold only the events after it.
+log always gives byte-identical files. Later projections fold only the events after it, and
+only while the log still holds the record it was folded through (`digest`): after a power
+cut the log may hold other records under those seqs, and the checkpoint is then ignored.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from kernel.context.render import archive_calls
 from kernel.context.state import MAX_SNAPSHOTS, State, fold
 from kernel.errors import JmpError
 from kernel.store.durable import write_atomic
+from kernel.store.event_log import record_digest
 from kernel.store.guard import read_nofollow, storage_error
 from protocol.events import Event
 
@@ -30,6 +33,7 @@ class Checkpoint(msgspec.Struct, kw_only=True):
     format: int = CHECKPOINT_FORMAT
     method: str = "deterministic"
     through: int
+    digest: str = ""  # record_digest of the log's record at `through` ("": written before it)
     state: State
 
 
@@ -43,12 +47,13 @@ def build_checkpoint(
     """Fold the whole log, archive all but the latest `keep_whole` calls; (bytes, through)."""
     state = fold(State(), events, max_snapshots)
     archive_calls(state, keep_whole)
-    return encode_checkpoint(state), state.through
+    return encode_checkpoint(state, record_digest(events, state.through)), state.through
 
 
-def encode_checkpoint(state: State) -> bytes:
+def encode_checkpoint(state: State, digest: str = "") -> bytes:
     """Sorted-key JSON with a trailing newline."""
-    return _encoder.encode(Checkpoint(through=state.through, state=state)) + b"\n"
+    checkpoint = Checkpoint(through=state.through, digest=digest, state=state)
+    return _encoder.encode(checkpoint) + b"\n"
 
 
 def decode_checkpoint(data: bytes) -> Checkpoint:
@@ -89,9 +94,12 @@ def load_latest_checkpoint(session_dir: str | os.PathLike[str]) -> Checkpoint | 
 
 
 def usable(checkpoint: Checkpoint, events: list[Event]) -> bool:
-    """A checkpoint applies to this log: same session and not beyond its last record."""
+    """A checkpoint applies to this log: same session, not beyond its last record, and (when
+    it says) folded through the very record the log holds at `through`."""
     if not events:
         return False
     last = events[-1].seq or 0
     state = checkpoint.state
-    return state.session_id == events[0].session_id and checkpoint.through <= last
+    if state.session_id != events[0].session_id or checkpoint.through > last:
+        return False
+    return not checkpoint.digest or checkpoint.digest == record_digest(events, checkpoint.through)

@@ -14,6 +14,8 @@ from protocol.events import CompactionData
 def compact(session: object, policy: object | None = None) -> list[CompactionData]:
     """Write the checkpoint of the session's log and append one `compaction` event per audience."""
     chosen = policy if isinstance(policy, ContextPolicy) else ContextPolicy()
+    # Folded only from durable records: a checkpoint must never outlive what it was made of.
+    session.sync()  # type: ignore[attr-defined]
     events = session.events  # type: ignore[attr-defined]
     data, info = chosen.checkpoint(events, AUDIENCES[0])
     name = write_checkpoint(session.directory, data, info.through)  # type: ignore[attr-defined]

@@ -1,6 +1,10 @@
 """The recall index: SQLite FTS5 over the session's own history (`memory.sqlite3`).
 
-A disposable cache: a missing, foreign or corrupt file is deleted and rebuilt from the log.
+A disposable cache: a missing, foreign or corrupt file is deleted and rebuilt from the log, and
+so is one that does not match the log: it keeps the digest of the last record it indexed, and
+the first sync of each connection compares it with the log's record at that seq (the cache
+syncs on its own schedule, so after a power cut it can be ahead of the recovered log, or hold
+records whose seqs the log has since given to others).
 Ordinary context building never sees an exception from here; only the explicit `recall` tool
 gets a RecallError. This module owns the file (open, rebuild, incremental sync in one
 transaction); what a record's pages hold is kernel/context/recall_pages.py, and reading
@@ -19,6 +23,7 @@ from typing import Any
 from kernel.context.recall_pages import INDEXED, ReadArtifact, record_pages
 from kernel.context.recall_search import Page, RecallSearch, query_terms
 from kernel.context.state import events_after
+from kernel.store.event_log import record_digest
 from protocol.events import Event
 
 SCHEMA_VERSION = "1"
@@ -140,11 +145,11 @@ class RecallIndex(RecallSearch):
                     self.rebuild()
         return 0
 
-    def _stored(self) -> tuple[str | None, int]:
-        """The session id and last seq the file says it has indexed."""
+    def _stored(self) -> tuple[str | None, int, str]:
+        """The session id, last seq and that record's digest the file says it has indexed."""
         assert self._db is not None
         meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
-        return meta.get("session_id"), int(meta.get("through") or 0)
+        return meta.get("session_id"), int(meta.get("through") or 0), meta.get("digest", "")
 
     def _nothing_new(self, events: list[Event], session_id: str, last: int) -> bool:
         """Only unindexed kinds (routes, usage...) since this connection's last sync: no SQL."""
@@ -161,9 +166,10 @@ class RecallIndex(RecallSearch):
             # The file's `through` may lag: the events in between yield no pages when redone.
             self._known = (session_id, last)
             return 0
-        stored, through = self._stored()
-        if stored not in (None, session_id) or through > last:
-            self.rebuild()  # a foreign or newer cache: start over from the log
+        stored, through, digest = self._stored()
+        mismatch = through > 0 and (not digest or digest != record_digest(events, through))
+        if stored not in (None, session_id) or mismatch:
+            self.rebuild()  # foreign, newer than the log, or of records the log no longer has
             through = 0
         assert self._db is not None
         db = self._db
@@ -175,7 +181,11 @@ class RecallIndex(RecallSearch):
                 self._insert(pages)
             db.executemany(
                 "INSERT OR REPLACE INTO meta VALUES (?, ?)",
-                [("session_id", session_id), ("through", str(last))],
+                [
+                    ("session_id", session_id),
+                    ("through", str(last)),
+                    ("digest", record_digest(events, last)),
+                ],
             )
             db.execute("COMMIT")
         except BaseException:

@@ -70,6 +70,7 @@ class HarnessSession:
             if self._closed:
                 raise HarnessRejected("budget_exhausted", "the session is closed")
             yield
+            self.session.sync()  # what the call recorded is durable before its answer
         finally:
             self._busy.release()
 

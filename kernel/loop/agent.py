@@ -109,7 +109,16 @@ class Agent:
         self, prompt: str | None = None, compact: bool = False, acknowledge_pending: bool = False
     ) -> dict[str, Any]:
         """Run until a final status; returns {session_id, status, summary, session_dir} (the
-        summary redacted, as every front end shows it)."""
+        summary redacted, as every front end shows it).
+
+        Every record of the run is fsynced and announced before it returns."""
+        result = self._request(prompt, compact, acknowledge_pending)
+        self.session.sync()
+        return result
+
+    def _request(
+        self, prompt: str | None, compact: bool, acknowledge_pending: bool
+    ) -> dict[str, Any]:
         events = self.session.events
         replays = prompt is None and not compact and saved_answer(events) is not None
         if self.session.read_only and not (replays and not pending.unsettled(events)):

@@ -7,14 +7,14 @@ A call, in order (the crash points are where JMP_CRASH_AT kills the kernel in te
              leaves a prefix of a key the redactor cannot match
   start      crash point before_tool_started; `tool_started`, fsynced before the call can have
              any effect (persist before effect); crash point after_tool_started
-  finish     crash point after_tool_result; the output and result artifacts and
-             `tool_finished`, flushed, not fsynced (`tool_finished`, the only record naming
-             the artifacts, is not fsynced either)
+  finish     crash point after_tool_result; the output and result artifacts, then
+             `tool_finished`: the session's group commit fsyncs the artifacts before it writes
+             the record naming them, and announces the record once an fsync covered it
   uncertain  `tool_uncertain`, fsynced, for every cause: the kernel saw the worker (or an MCP
              server) die mid-call (worker_exit); a later process found the call with no end
              (kernel_exit, by `settle`). The call is never re-run.
 
-And the run: `end` writes its one `final` and gives its result record (`result` gives one for
+And the run: `end` writes its one `final`, syncs, and gives its result record (`result` gives one for
 a run that writes no final: a replay, a compaction). `RunEnded` is how a deciding loop says the
 run ends here. Nothing here decides a step or re-runs a call.
 """
@@ -183,9 +183,9 @@ class Ledger:
         """The output and result artifacts, then `tool_finished` (previews redacted, then cut)."""
         crash_point("after_tool_result")
         artifacts, redact = self.session.artifacts, self.session.redactor.text
-        # Not fsynced: `tool_finished`, the only record pointing at them, is not fsynced either.
-        output = artifacts.write_text(f"{call.call_id}.output.txt", outcome.text, durable=False)
-        saved = artifacts.write_json(f"{call.call_id}.result.json", outcome.result, durable=False)
+        # Both fsynced by the session's commit before `tool_finished`, which names them, is written.
+        output = artifacts.write_text(f"{call.call_id}.output.txt", outcome.text)
+        saved = artifacts.write_json(f"{call.call_id}.result.json", outcome.result)
         self.session.append(
             ToolFinishedData(
                 call_id=call.call_id,
@@ -276,8 +276,10 @@ class Ledger:
         summary: str,
         artifact: dict[str, Any] | msgspec.UnsetType | None = msgspec.UNSET,
     ) -> RunResult:
-        """The run's one `final`, and its result record."""
+        """The run's one `final`, and its result record, given once every record of the run
+        is fsynced and announced."""
         self.session.append(FinalData(status=status, summary=summary))
+        self.session.sync()
         return self.result(status, summary, artifact)
 
     def result(

@@ -1,19 +1,25 @@
-"""Artifacts: complete redacted requests, results and outputs, confined to the session."""
+"""Artifacts: complete redacted requests, results and outputs, confined to the session.
+
+Each is written to a temp file and renamed (a reader, or a kill, sees it whole or not at all),
+then made durable, data and name: by the session's group commit (kernel/store/commit.py)
+before any record appended after it is written, so no record on the disk names an artifact
+that a power cut could take back or leave short; standalone, at once.
+"""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from kernel.errors import ArtifactRefused
-from kernel.store.durable import write_at
+from kernel.store.durable import fsync_dir, write_at, write_renamed
 from kernel.store.guard import open_nofollow, read_nofollow, storage_error
 from kernel.store.redact import Redactor
 from protocol.text import scrubbed, shown_name
@@ -22,15 +28,18 @@ _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _json = msgspec.json.Encoder()
 CACHE_CHARS = 8_000_000  # texts kept in memory per session, least recently used dropped first
 CACHE_ENTRY_CHARS = 1_000_000  # a larger text is read from disk every time
+# Takes over a written artifact's descriptor: (fd, directory fd, path); fsyncs both, closes fd.
+Hold = Callable[[int, int, Path], None]
 
 
 class Artifacts:
     """Files under SESSION/artifacts/: written atomically and redacted, read only from inside."""
 
-    def __init__(self, session_dir: Path, redactor: Redactor) -> None:
+    def __init__(self, session_dir: Path, redactor: Redactor, hold: Hold | None = None) -> None:
         self.root = Path(session_dir)
         self.directory = self.root / "artifacts"
         self.redactor = redactor
+        self._hold = hold
         self._texts = TextCache(CACHE_CHARS, CACHE_ENTRY_CHARS)
         # Held open from the start: writes go to this directory even if a link replaces it.
         self._dir_fd: int | None = None
@@ -45,8 +54,11 @@ class Artifacts:
 
     def _dir(self) -> int:
         if self._dir_fd is None:
-            with contextlib.suppress(FileExistsError):
+            try:
                 os.mkdir(self.directory, 0o755)
+                fsync_dir(self.root)  # its name, before any record names a file in it
+            except FileExistsError:
+                pass
             self._dir_fd = self._open_dir()
         return self._dir_fd
 
@@ -56,35 +68,37 @@ class Artifacts:
         if fd is not None:
             os.close(fd)
 
-    def write_json(self, name: str, obj: Any, *, durable: bool = True) -> str:
-        """Store obj as indented JSON; returns the relative path; durable=False skips the fsync."""
+    def write_json(self, name: str, obj: Any) -> str:
+        """Store obj as indented JSON; returns the relative path (see the module docstring)."""
         clean = self.redactor.value(msgspec.to_builtins(obj))
         try:
             encoded = _json.encode(clean)
         except UnicodeEncodeError:  # a lone surrogate: escaped, never a failed run
             encoded = _json.encode(scrubbed(clean))
         data = msgspec.json.format(encoded, indent=2) + b"\n"
-        return self._write(name, data, durable)
+        return self._write(name, data)
 
-    def write_text(self, name: str, text: str, *, durable: bool = True) -> str:
-        """Store text; returns the relative path; durable=False skips the fsync (still atomic)."""
+    def write_text(self, name: str, text: str) -> str:
+        """Store text; returns the relative path (see the module docstring)."""
         data = shown_name(self.redactor.text(text)).encode("utf-8")
-        rel = self._write(name, data, durable)
+        rel = self._write(name, data)
         if len(data) <= CACHE_ENTRY_CHARS:
             self._texts.put(rel, as_read(data))
         return rel
 
-    def _write(self, name: str, data: bytes, durable: bool) -> str:
+    def _write(self, name: str, data: bytes) -> str:
+        path = self.directory / name
         try:
-            return self._write_at(self._dir(), name, data, durable)
+            dfd = self._dir()
+            target = _free_name(dfd, name)
+            path = self.directory / target
+            if self._hold is None:  # standalone: durable at once
+                write_at(dfd, target, data)
+                os.fsync(dfd)
+            else:  # the commit fsyncs it, and the directory, before the next record
+                self._hold(write_renamed(dfd, target, data), dfd, path)
         except OSError as exc:
-            raise storage_error("write the artifact", self.directory / name, exc) from None
-
-    def _write_at(self, dfd: int, name: str, data: bytes, durable: bool) -> str:
-        target = _free_name(dfd, name)
-        # Temp file (+ fsync) + rename: a reader (or a crash) sees the whole file or none of it.
-        # Relative to the held directory and never through a link (issue 9, item 8).
-        write_at(dfd, target, data, durable=durable)
+            raise storage_error("write the artifact", path, exc) from None
         return f"artifacts/{target}"
 
     def path(self, rel: str) -> Path:

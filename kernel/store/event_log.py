@@ -1,8 +1,9 @@
-"""events.jsonl: strict reading with torn-tail recovery, and appends with optional fsync."""
+"""events.jsonl: strict reading with torn-tail recovery, appends of whole lines, and fsync."""
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import stat
 import time
@@ -69,6 +70,19 @@ def check_session(events: list[Event], session_id: str, name: str = "events.json
     for number, event in enumerate(events, 1):
         if event.session_id != session_id:
             raise CorruptLog(f"{name} line {number} belongs to session {event.session_id}")
+
+
+def record_digest(events: list[Event], seq: int) -> str:
+    """The identity of the record at `seq` in this log ("" when it holds none): a cache
+    derived from the log (the recall index, a checkpoint) stores it beside its watermark and
+    is trusted only while the log still holds that same record there. After a power cut the
+    log may be shorter, and then grow other records under the same numbers."""
+    if seq <= 0 or not events:
+        return ""
+    index = seq - (events[0].seq or 0)
+    if not 0 <= index < len(events) or events[index].seq != seq:
+        return ""
+    return hashlib.sha256(encode_event(events[index])).hexdigest()[:32]
 
 
 class TornTail:
@@ -152,23 +166,37 @@ class EventLog:
         return TornTail(archive, len(tail))
 
     def append(self, event: Event, durable: bool = False) -> None:
-        """Write one full line with O_APPEND; fsync when durable (then it survives power loss).
+        """Write one full line (`write`); fsync when durable (then it survives power loss).
 
-        A failed write (a full disk) is cut back, so the log never keeps half a line.
-        """
+        A session appends through its group commit (kernel/store/commit.py) instead, which
+        writes with `write` and fsyncs once per round with `sync`."""
+        self.write(encode_event(event) + b"\n", event.kind)
+        if durable:
+            self.sync()
+
+    def write(self, line: bytes, kind: str) -> None:
+        """Write one encoded line with O_APPEND, not fsynced. A failed write (a full disk) is
+        cut back, so the log never keeps half a line; StorageError names the record."""
         if self._fd is None and not self._read_only:
             self._open_for_append()
         if self._fd is None or self._read_only:
             raise StorageError(f"cannot append to {self.path}: the session is open read-only")
         size = self._check_same()
         try:
-            write_all(self._fd, encode_event(event) + b"\n")
-            if durable:
-                os.fsync(self._fd)
+            write_all(self._fd, line)
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, size)
-            raise storage_error(f"append the {event.kind} record to", self.path, exc) from None
+            raise storage_error(f"append the {kind} record to", self.path, exc) from None
+
+    def sync(self) -> None:
+        """fsync what was written; StorageError naming the log when the disk refuses it."""
+        if self._fd is None:
+            return
+        try:
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise storage_error("fsync", self.path, exc) from None
 
     def _check_same(self) -> int:
         """The open log's size, after checking it is still the file at `path`."""

@@ -28,23 +28,31 @@ from kernel.store.catalog import (
     sessions_home,
     status_of,
 )
+from kernel.store.commit import Commit
 from kernel.store.durable import fsync_dir
 from kernel.store.event_log import EventLog
 from kernel.store.guard import check_session_dir, storage_error
 from kernel.store.lock import SessionLock
 from kernel.store.redact import Redactor
 from kernel.store.workspace import check_workspace
-from protocol.codec import make_event
+from protocol.codec import encode_event, make_event
 from protocol.events import KIND_OF, Data, ErrorData, Event, SessionData
 
 __all__ = ["Session", "SessionInfo", "list_sessions", "sessions_home"]
 
 EventCallback = Callable[[Event], None]
 LOG = "events.jsonl"
+MAX_BACKLOG = 10_000  # records queued unannounced before an append waits for its round
 
 
 class Session:
-    """An open, locked session. Every append is redacted, persisted, then announced."""
+    """An open, locked session. Every append is redacted, persisted, then announced.
+
+    Durable before visible: the subscriber hears of a record only once it is fsynced (see
+    kernel/store/commit.py), a few milliseconds after `append` returns, in seq order, and
+    always before `sync()` returns. `append(..., durable=True)` returns only then: the one
+    form for a record that must be on the disk before an effect (`tool_started`).
+    """
 
     def __init__(
         self,
@@ -61,10 +69,12 @@ class Session:
         self.id = directory.name
         self.events = events
         self.redactor = redactor
-        self.artifacts = Artifacts(directory, redactor)
         self.on_event = on_event
         self._lock = lock
         self._log = log
+        self._commit = Commit(log, self._notify)
+        # An artifact is fsynced (data and name) before any record appended after it is written.
+        self.artifacts = Artifacts(directory, redactor, self._commit.hold)
         # seq order == file order == announcement order, whichever thread appends; re-entrant
         # because a subscriber may append in turn.
         self._appending = threading.RLock()
@@ -82,10 +92,7 @@ class Session:
         """A new locked session bound to workspace; on failure nothing is left behind."""
         workspace = check_workspace(workspace)  # root, system dirs, non-UTF-8: refused
         home = Path(home).absolute()
-        try:
-            home.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise storage_error("create the sessions directory", home, exc) from None
+        _make_home(home)
         session_id = uuid.uuid4().hex
         # Built under a hidden name and renamed: a crash never leaves a half session in the list.
         staging = home / f".new-{session_id}"
@@ -103,6 +110,7 @@ class Session:
             )
             log.create(first)
             try:
+                fsync_dir(staging)  # its entries (the log, the lock, artifacts/) before its name
                 staging.rename(final)
                 fsync_dir(home)
             except OSError as exc:
@@ -178,22 +186,35 @@ class Session:
         return status_of(pairs)
 
     def append(self, data: Data, durable: bool = False) -> Event:
-        """Redact, persist (fsync if durable), keep, then tell the subscriber."""
+        """Redact, keep, queue for the log; the subscriber hears of it once it is fsynced.
+
+        With `durable` it is on the disk (and announced) when this returns: the form for a
+        record that must survive a power cut before an effect. A StorageError (a full disk, a
+        failed fsync: now or in an earlier round of the commit) stops the run for good.
+        """
         clean = self._redact(data)
         with self._appending:
             if not self._lock.held:
                 raise RuntimeError(f"session {self.id} is closed")
+            self._commit.check()
             event = make_event(self.id, self._next_seq(), time.time(), clean)
-            self._log.append(event, durable)
+            self._commit.add(event, encode_event(event) + b"\n")
             self.events.append(event)
-            self._notify(event)
+        if durable or self._commit.backlog > MAX_BACKLOG:
+            self._commit.sync()
         return event
 
     def emit(self, data: Data) -> Event:
-        """A transient event (seq None): redacted and announced, never persisted."""
+        """A transient event (seq None): redacted and announced after the records appended
+        before it, never persisted (dropped once the commit failed)."""
         event = make_event(self.id, None, time.time(), self._redact(data))
-        self._notify(event)
+        self._commit.add(event, None)
         return event
+
+    def sync(self) -> None:
+        """Every record appended so far fsynced and announced (a run's end, a direct call's
+        answer); StorageError naming the file when the disk refused it."""
+        self._commit.sync()
 
     def _next_seq(self) -> int:
         last = self.events[-1].seq if self.events else 0
@@ -222,10 +243,14 @@ class Session:
             print(f"jmp: event subscriber failed on {event.kind}: {message}", file=sys.stderr)
 
     def close(self) -> None:
-        """Close the log, the artifacts and the lock; idempotent."""
-        self._log.close()
-        self.artifacts.close()
-        self._lock.release()
+        """Sync what is queued, then close the log, the artifacts and the lock; idempotent.
+        Raises a storage failure of the commit that no append or sync has reported yet."""
+        try:
+            self._commit.close()
+        finally:
+            self._log.close()
+            self.artifacts.close()
+            self._lock.release()
 
     def __enter__(self) -> Session:
         return self
@@ -256,6 +281,24 @@ def _literal_fields(kind: type[Data]) -> tuple[str, ...]:
         ):
             names.append(field.encode_name)
     return tuple(names)
+
+
+def _make_home(home: Path) -> None:
+    """The sessions directory and any missing parent, each new entry fsynced into its parent
+    (a power cut must not take back the directory of a session that was shown)."""
+    if home.is_dir():
+        return
+    missing = []
+    for path in (home, *home.parents):
+        if os.path.lexists(path):
+            break
+        missing.append(path)
+    try:
+        home.mkdir(parents=True, exist_ok=True)  # a file in the way: the error names it
+        for path in reversed(missing):
+            fsync_dir(path.parent)
+    except OSError as exc:
+        raise storage_error("create the sessions directory", home, exc) from None
 
 
 def _make_dirs(staging: Path) -> None:

@@ -3,8 +3,8 @@
     python -m tests.fakes.writer HOME SESSION_ID COUNT
 
 Opens the session (exit 2 with the error on stderr if it is locked), prints `locked PID`,
-appends COUNT tool_started records (forever if COUNT is 0, printing `appended N` every 100),
-then prints `done` and holds the lock until stdin closes.
+appends COUNT tool_started records (forever if COUNT is 0, printing `appended N` every 100,
+once the N are durable), then prints `done` and holds the lock until stdin closes.
 """
 
 from __future__ import annotations
@@ -32,7 +32,9 @@ def main(argv: list[str]) -> int:
         n += 1
         session.append(record(n), durable=durable)
         if n % 100 == 0:
+            session.sync()  # durable before it is said
             print(f"appended {n}", flush=True)
+    session.sync()
     print("done", flush=True)
     sys.stdin.read()  # hold the lock until the test lets go
     session.close()
