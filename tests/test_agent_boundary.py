@@ -162,7 +162,7 @@ def test_a_model_request_lost_to_a_dead_worker_is_retried_once_on_a_fresh_one(
     try:
         assert agent.run(prompt="first")["status"] == "completed"
         first = worker_of(kind).pid
-        agent.session.on_event = killer
+        killer.hook(agent.session)
         result = agent.run(prompt="second")
         assert killer.killed == [first]
         assert result["status"] == "completed" and result["summary"] == "two", result
@@ -183,7 +183,8 @@ def test_a_second_death_of_a_model_worker_ends_the_run_error(
     jev.script([{"route": "done"}, {"completion_review": "complete"}])
     flash.queue([{"text": "one"}])
     killer = KillAt("router", stage_started("route"), times=2)
-    agent = build(short_tmp / "home", env, killer)
+    agent = build(short_tmp / "home", env, None)
+    killer.hook(agent.session)
     try:
         result = agent.run(prompt="first")
         assert len(set(killer.killed)) == 2  # the first worker and its replacement
@@ -211,7 +212,8 @@ def test_an_idle_tool_worker_that_died_is_replaced_before_the_next_call(
         ]
     )
     killer = KillAt("tool", lambda e: e.kind == "tool_finished")
-    agent = build(short_tmp / "home", env, killer)
+    agent = build(short_tmp / "home", env, None)
+    killer.hook(agent.session)
     try:
         result = agent.run(prompt="run two commands")
         assert len(killer.killed) == 1

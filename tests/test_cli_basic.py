@@ -244,6 +244,7 @@ def test_printer_json_lines_carry_the_envelope(short_tmp):
     ) as s:
         s.append(UserData(text=f"hi {secret}"))
         s.emit(ModelProgressData(stage="respond", characters=7))
+        s.sync()  # as the CLI: the result line after every record was fsynced and shown
         printer.result(
             {
                 "session_id": s.id,

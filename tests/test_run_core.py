@@ -117,7 +117,8 @@ def test_a_router_killed_between_two_harness_decisions_is_replaced(
     killer = KillAt("router", lambda e: e.kind == "tool_finished")
     inputs = {"items": ["a", "b", "c"], "target": "c"}
     home = short_tmp / "sessions"
-    with open_session(PICK, "pick c", inputs, sessions_dir=home, on_event=killer) as s:
+    with open_session(PICK, "pick c", inputs, sessions_dir=home) as s:
+        killer.hook(s.session)
         result = s.delegate()
         assert len(killer.killed) == 1, killer.killed
         assert result["status"] == "completed", result

@@ -73,14 +73,27 @@ def worker_of(kind: str) -> psutil.Process:
 
 
 class KillAt:
-    """An `on_event` subscriber that SIGKILLs the `kind` worker when `when(event)` holds, up to
-    `times` times, and returns only once it has exited (a zombie nobody reaped yet: the
-    kernel's I/O thread may not have noticed). The session swallows a subscriber's
-    exceptions, so the test asserts on `killed` afterwards."""
+    """A hook on `Session.append` (`hook(session)`) that SIGKILLs the `kind` worker when
+    `when(event)` holds, up to `times` times, right after that record is appended (before the
+    kernel's next step: a subscriber hears of a record only once it is fsynced, on the
+    session's commit thread, too late to aim at), and returns only once it has exited (a
+    zombie nobody reaped yet: the kernel's I/O thread may not have noticed). Exceptions are
+    swallowed, as for a subscriber, so the test asserts on `killed` afterwards."""
 
     def __init__(self, kind: str, when: Callable[[Any], bool], times: int = 1) -> None:
         self.kind, self.when, self.times = kind, when, times
         self.killed: list[int] = []
+
+    def hook(self, session: Any) -> None:
+        append = session.append
+
+        def appended(data: Any, durable: bool = False) -> Any:
+            event = append(data, durable)
+            with contextlib.suppress(Exception):  # like a subscriber's: never stops the run
+                self(event)
+            return event
+
+        session.append = appended
 
     def __call__(self, event: Any) -> None:
         if len(self.killed) >= self.times or not self.when(event):
