@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from jmp_lab.chaos.powercut.control import LossyDisk, available
 from kernel.context.checkpoint import build_checkpoint, decode_checkpoint, usable
 from kernel.context.recall import RecallIndex
 from kernel.errors import StorageError
@@ -32,7 +33,6 @@ from protocol.events import (
     ToolStartedData,
     UserData,
 )
-from tests.chaos.powercut.control import LossyDisk, available
 from tests.fakes.stepper import text
 from tests.support.context import Log
 from tests.support.session import ROOT
