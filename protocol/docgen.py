@@ -22,9 +22,9 @@ INTRO = """\
      run `make docs`. A test fails when this file and the code disagree. -->
 
 Every session keeps an append-only log, `SESSIONS/ID/events.jsonl`: one JSON object per line,
-redacted before it is written. With `--json` the CLI prints every persisted event on stdout as
-it is written, the transient events, and last one `result` line (or one `sessions` line for
-`--list`).
+redacted before it is written. With `--json` the CLI prints every persisted event on stdout
+once it is durable (see `seq`), the transient events, and last one `result` line (or one
+`sessions` line for `--list`).
 
 ## Envelope
 
@@ -36,15 +36,25 @@ it is written, the transient events, and last one `result` line (or one `session
 |---|---|---|
 | version | int | record format `%(version)d`; readers refuse another version with a clear error |
 | session_id | str | 32 lowercase hex digits (`uuid4().hex`), the session directory's name |
-| seq | int or null | 1 for the `session` record, then +1 per record, no gaps; null when transient |
+| seq | int or null | 1 for the `session` record, then +1 per record, no gaps; null when transient (below) |
 | time | float or null | Unix time (seconds) when the record was written |
 | kind | str | one of the kinds below; readers skip kinds they do not know |
 | data | object | the kind's fields; readers ignore fields they do not know |
 
 Rules that hold for every log:
 
+- **Durable before visible.** A record is printed, handed to `on_event` or sent to an ACP
+  client only once an fsync of the log covered it (and of every artifact it names), so a
+  printed `seq` is never lost to a crash or a power cut, never changes and is never used again
+  for another record: it is safe to dedup and replay by. The records of one step share one
+  fsync: they are written and fsynced by the session's commit thread a few milliseconds after
+  they were appended, in seq order, and every record of a run is out before its `result` line.
+  A record that was never printed may be lost to a power cut, and then its `seq` is given to
+  the next record. After a failed write or fsync nothing more is printed or written: the run
+  stops with an error naming the file.
 - A line is written with a single `write()` including its newline. `tool_started`,
-  `tool_uncertain` and the `session` record are fsynced before anything else happens.
+  `tool_uncertain` and the `session` record are fsynced before anything else happens (before
+  the tool can have any effect).
 - A torn last line (a write cut short by a crash) is moved to `events.jsonl.torn-<time>` beside
   the log and removed, under the session lock, and an `error` record with stage `recall`
   (reading the session back) and error_class `TornRecord` says so. A malformed complete or

@@ -1,6 +1,6 @@
 """The chaos runner: its plans are reproducible, its checks can fail, and a short campaign of
 real kills against the real CLI finds nothing violated; a short campaign of power cuts finds
-only what issue 21 lists (until its item 3 lands)."""
+nothing violated either."""
 
 from __future__ import annotations
 
@@ -134,22 +134,6 @@ def test_a_short_campaign_of_real_kills_violates_nothing(warm_pool_of_this_sessi
     shutil.rmtree(base)  # kept only when something was violated
 
 
-# The classes the independent simulator found at 2b9f963 (issue 21), by this runner's names.
-# Issue 21 item 3 fixes them; until then the campaign below must find them and nothing else.
-KNOWN_TODAY = {
-    "printed-lost-reused": "1: printed, then lost, then its seq reused",
-    "session-vanished": "2: a new session can vanish",
-    "request-artifact-missing": "3: durable records point at request artifacts not there",
-    "output-artifact-short": "4: output artifacts come back as a silent prefix",
-    "output-artifact-missing": "4: output artifacts lost without a word in the projection",
-    "recall-stale": "5: the recall cache outlives the log it indexes",
-}
-
-
-class KnownViolations(Exception):
-    """The campaign found only violations of the classes issue 21 lists."""
-
-
 def _aimed(index: int, model: str) -> IterationPlan:
     """A short power iteration cut right after its first tool_finished was written (and
     printed), before any fsync: everything unsynced lost."""
@@ -162,29 +146,18 @@ POWER = available()
 
 @pytest.mark.slow
 @pytest.mark.skipif(POWER is not None, reason=f"power cuts need FUSE: {POWER}")
-@pytest.mark.xfail(
-    strict=True,
-    raises=KnownViolations,
-    reason="issue 21 item 3 (not fixed yet): a printed tool_finished is lost and its seq "
-    "reused (class 1, every model); the artifacts directory is never fsynced, so request "
-    "artifacts named by durable tool_started records are missing (class 3, name model)",
-)
 @pytest.mark.timeout(900)
-def test_a_short_power_campaign_finds_only_the_violations_issue_21_lists(
-    warm_pool_of_this_session: Path,
-) -> None:
-    """Two aimed power iterations (the name and journal models; strict POSIX empties a new
-    session, whose re-runs would hide other classes: `make chaos` covers it). Anything but
-    the known classes fails the test outright; the known ones make it an expected failure."""
+def test_a_short_power_campaign_violates_nothing(warm_pool_of_this_session: Path) -> None:
+    """Three aimed power iterations, one per model, each cut right after its first
+    tool_finished was written. At 2b9f963 they found issue 21's classes 1-3 (a printed record
+    lost and its seq reused, a new session emptied, a durable tool_started naming a missing
+    request artifact); since item 3 every class is a plain failure."""
     base = Path(tempfile.mkdtemp(prefix="jpc", dir="/tmp"))
     warm = warm_pool_of_this_session if os.environ.get("JMP_WARM", "1").strip() != "0" else None
-    plans = [_aimed(0, "name"), _aimed(1, "journal")]
-    totals, reports, _ = campaign(2, seed=59, base=base, log=False, warm=warm, plans=plans)
+    plans = [_aimed(0, "name"), _aimed(1, "journal"), _aimed(2, "strict")]
+    totals, reports, _ = campaign(3, seed=59, base=base, log=False, warm=warm, plans=plans)
     violations = [v for r in reports for v in r.violations]
-    unknown = [v for v in violations if v.split(":", 1)[0] not in KNOWN_TODAY]
-    assert not unknown, (unknown, [str(r.root) for r in reports])
-    assert totals["cuts"] == 2, table(totals, 0)
-    assert totals["completions"] == 2, violations
+    assert not violations, (violations, [str(r.root) for r in reports])
+    assert totals["cuts"] == 3, table(totals, 0)
+    assert totals["completions"] == 3, table(totals, 0)
     shutil.rmtree(base)  # kept only when something was violated
-    if violations:
-        raise KnownViolations("\n".join(violations))
