@@ -144,7 +144,8 @@ def measure(n: int = N, rounds: int = ROUNDS, turns: int = TURNS) -> dict[str, A
 
 
 def _run_probe(tree: str, n: int, rounds: int, env: dict[str, str]) -> dict[str, Any]:
-    code = f"import json, bench.durability as d; print(json.dumps(d.probe({tree!r}, {n}, {rounds})))"
+    call = f"d.probe({tree!r}, {n}, {rounds})"
+    code = f"import json, bench.durability as d; print(json.dumps({call}))"
     done = subprocess.run(
         [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True
     )

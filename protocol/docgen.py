@@ -36,7 +36,7 @@ once it is durable (see `seq`), the transient events, and last one `result` line
 |---|---|---|
 | version | int | record format `%(version)d`; readers refuse another version with a clear error |
 | session_id | str | 32 lowercase hex digits (`uuid4().hex`), the session directory's name |
-| seq | int or null | 1 for the `session` record, then +1 per record, no gaps; null when transient (below) |
+| seq | int or null | 1 for `session`, then +1 per record, no gaps (see below); null: transient |
 | time | float or null | Unix time (seconds) when the record was written |
 | kind | str | one of the kinds below; readers skip kinds they do not know |
 | data | object | the kind's fields; readers ignore fields they do not know |

@@ -39,7 +39,7 @@ from protocol.events import Event
 
 STOPPED = "; the run stopped: nothing after it was recorded or shown"
 # Linux may drop the pages of a failed fsync: a later fsync that succeeds proves nothing.
-LOST = "; what was written since the last successful fsync may be lost" + STOPPED
+LOST = "; its data may be lost (no record names it)" + STOPPED
 _pool: ThreadPoolExecutor | None = None  # parallel fsyncs of one round, shared by sessions
 _pool_lock = threading.Lock()
 
@@ -212,8 +212,8 @@ class Commit:
         try:
             if lines:
                 self._log.sync()
-        except JmpError as exc:
-            self._fail(exc, LOST)
+        except JmpError as exc:  # it says what became of the lines it could not sync
+            self._fail(exc, STOPPED)
         with self._cond:
             for item in lines:
                 item.durable = True

@@ -112,6 +112,7 @@ class EventLog:
         self.torn: TornTail | None = None
         self._fd: int | None = None
         self._read_only = False
+        self._synced = 0  # the size an fsync last covered (or the size when loaded)
 
     def create(self, first: Event) -> None:
         """Create the log (it must not exist) holding `first`, fsynced."""
@@ -146,6 +147,7 @@ class EventLog:
         except OSError as exc:
             raise storage_error("read the event log", self.path, exc) from None
         events, end = parse_log(buf, self.path.name)
+        self._synced = end  # as far as anyone can know: what a later failed fsync cuts back to
         if session_id is not None:
             check_session(events, session_id, self.path.name)
         if end < len(buf) and writable:
@@ -190,13 +192,34 @@ class EventLog:
             raise storage_error(f"append the {kind} record to", self.path, exc) from None
 
     def sync(self) -> None:
-        """fsync what was written; StorageError naming the log when the disk refuses it."""
+        """fsync what was written; StorageError naming the log when the disk refuses it.
+
+        After a failed fsync the lines written since the last one that succeeded are cut off
+        again (and that fsynced): Linux may have dropped their pages or kept them, so a later
+        open would find them or not, and a later fsync would never write them; cut, the log
+        is what the disk holds. The error says whether the cut succeeded."""
         if self._fd is None:
             return
+        size = os.fstat(self._fd).st_size
         try:
             os.fsync(self._fd)
         except OSError as exc:
-            raise storage_error("fsync", self.path, exc) from None
+            raise StorageError(
+                str(storage_error("fsync", self.path, exc)) + "; " + self._cut_back()
+            ) from None
+        self._synced = size
+
+    def _cut_back(self) -> str:
+        assert self._fd is not None
+        try:
+            os.ftruncate(self._fd, self._synced)
+            os.fsync(self._fd)
+        except OSError as exc:
+            return (
+                f"cutting it back to its last fsynced record failed too ({exc.strerror}): the "
+                "records written since may or may not be there when it is opened again"
+            )
+        return "the records written since its last successful fsync were cut off again"
 
     def _check_same(self) -> int:
         """The open log's size, after checking it is still the file at `path`."""
