@@ -14,9 +14,9 @@ A call, in order (the crash points are where JMP_CRASH_AT kills the kernel in te
              server) die mid-call (worker_exit); a later process found the call with no end
              (kernel_exit, by `settle`). The call is never re-run.
 
-And the run: `end` writes its one `final`, syncs, and gives its result record (`result` gives one for
-a run that writes no final: a replay, a compaction). `RunEnded` is how a deciding loop says the
-run ends here. Nothing here decides a step or re-runs a call.
+And the run: `end` writes its one `final`, syncs, and gives its result record (`result` gives
+one for a run that writes no final: a replay, a compaction). `RunEnded` is how a deciding loop
+says the run ends here. Nothing here decides a step or re-runs a call.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     python -m tests.fakes.stepper HOME WORKSPACE STEPS
 
 Creates a session in HOME and prints every record its subscriber is handed, one JSON line
-each. Then STEPS steps, each as kernel/loop/steps.py orders them: the request artifact,
+each. Then STEPS steps, each as kernel/run/ledger.py orders them: the request artifact,
 `tool_started` (durable), the output and result artifacts, `tool_finished`, then the next
 route's records (`model_started`, `usage`, `route`). Then prints `done N` (N: the records
 appended so far) and goes on stepping, one step each 20 ms, until it is killed. Every artifact
@@ -49,7 +49,7 @@ def announced(event: Event) -> None:
 
 
 def _unsynced(session: Session) -> dict[str, Any]:
-    """How steps.py wrote outputs before issue 21 (`durable=False`: no fsync), where the
+    """How a step wrote outputs before issue 21 (`durable=False`: no fsync), where the
     artifacts still take the flag: so the tests that use this writer run on that code too."""
     flags = inspect.signature(session.artifacts.write_text).parameters
     return {"durable": False} if "durable" in flags else {}
