@@ -62,8 +62,9 @@ chaos:
 demo:
 	$(PY) -m jmp_lab.demo
 
+# docs/EVENTS.md, MESSAGES.md and INTERNALS.md from the code (tests/test_docs.py: never stale)
 docs:
-	$(PY) -m protocol.docgen > docs/EVENTS.md
+	$(PY) -m protocol.docgen docs
 
 lint:
 	$(PY) -m ruff check .

@@ -16,14 +16,14 @@ HEARTBEAT_MS = 200  # both sides send one at least this often while idle or busy
 WorkerKind = Literal["router", "generator", "tool", "harness"]
 FailCode = Literal[
     "bad_request",  # the frame or its fields are wrong (msgspec's path in detail)
-    "unsupported_version",
+    "unsupported_version",  # the frame's `v` is not WIRE_VERSION
     "invalid_arguments",  # tool arguments failed the native schema
     "provider",  # the model API failed after the SDK's own retries
-    "cancelled",
-    "timeout",
-    "unknown_tool",
+    "cancelled",  # a Cancel stopped the request
+    "timeout",  # the request's own time limit ran out
+    "unknown_tool",  # a tool name the worker does not serve
     "effect_unknown",  # a tool's call was sent and its end was lost (an MCP server died)
-    "internal",
+    "internal",  # anything else the worker caught (error_class names it)
     "task",  # a task script failed to load or build (harness worker)
     "unoffered",  # a tool or option id that the task does not offer now (harness worker)
     "incomplete",  # a parameter missing or extra (harness worker)

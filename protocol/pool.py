@@ -102,7 +102,7 @@ class Release(PoolMsg, frozen=True):
 
 
 class Status(PoolMsg, frozen=True):
-    """Ask for the pool's state (the `status` command); answered by PoolState."""
+    """Ask for the pool's state (the `status` command); answered by State."""
 
 
 class Stop(PoolMsg, frozen=True):
@@ -110,6 +110,8 @@ class Stop(PoolMsg, frozen=True):
 
 
 class State(PoolMsg, frozen=True):
+    """The pool's state, the answer to Status: its pid, view, code, live workers, preloads."""
+
     pid: int
     view: str
     fingerprint: str

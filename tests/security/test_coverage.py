@@ -34,7 +34,7 @@ ALIASES = {
 NOT_FRONT_ENDS = {
     "module:jev_harness.check": "the check-task probe: started by `jev-harness check-task`, "
     "runs no worker (issue 20 item 6's rows belong to its own tests)",
-    "module:protocol.docgen": "writes docs/EVENTS.md",
+    "module:protocol.docgen": "writes the generated docs (make docs)",
     "module:workers.pool": "the warm pool itself: a spawn path (paths.py), not a front end",
     "module:workers.router": "a worker, spawned by kernels",
     "module:workers.generator": "a worker, spawned by kernels",

@@ -1,0 +1,55 @@
+"""The docs that drift are generated or checked: MESSAGES.md and INTERNALS.md are the code's
+(`make docs`), and every repository path the reader's docs name exists (issue 22 item 4)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from protocol import messages as M
+from protocol.docgen import DOCS
+from protocol.docgen import messages as docgen_messages
+
+ROOT = Path(__file__).resolve().parent.parent
+# Docs that describe the tree as it is now (CHANGELOG and DECISIONS are history: they keep the
+# paths of their day).
+CURRENT = ("README.md", "docs/ARCHITECTURE.md", "docs/MCP.md", "docs/PERFORMANCE.md")
+TOP = ("kernel", "workers", "protocol", "cli", "acp_server", "jev_harness", "jmp_lab", "tests")
+TOP += ("bench", "docs", "examples", "apixly_jev_harness")
+
+
+@pytest.mark.parametrize("name", ["MESSAGES.md", "INTERNALS.md"])
+def test_generated_docs_match_the_code(name: str) -> None:
+    assert (ROOT / "docs" / name).read_text() == DOCS[name](), "run `make docs`"
+
+
+def test_a_message_without_its_place_in_a_conversation_is_refused(monkeypatch) -> None:
+    answers = dict(docgen_messages.ANSWERS)
+    del answers[M.Validate]
+    monkeypatch.setattr(docgen_messages, "ANSWERS", answers)
+    with pytest.raises(ValueError, match="Validate"):
+        docgen_messages.generate()
+
+
+def named_paths(text: str) -> set[str]:
+    """Backquoted repository paths (`kernel/run/ledger.py`, `tests/test_docs.py::name`)."""
+    found = set()
+    for token in re.findall(r"`([^`\s]+)`", text):
+        path = token.split("::")[0].rstrip(".,:;)")
+        if "/" in path and path.split("/")[0] in TOP and not re.search(r"[<>*{}$\[?]", path):
+            found.add(path)
+    return found
+
+
+@pytest.mark.parametrize("doc", [*CURRENT, "docs/*.md manuals"])
+def test_every_path_a_current_doc_names_exists(doc: str) -> None:
+    docs = [ROOT / doc] if "*" not in doc else sorted(ROOT.glob("docs/manual-*.md"))
+    missing = {
+        (d.relative_to(ROOT).as_posix(), p)
+        for d in docs
+        for p in named_paths(d.read_text())
+        if not (ROOT / p).exists()
+    }
+    assert not missing, f"docs name paths the tree does not have: {sorted(missing)}"
