@@ -33,6 +33,21 @@ def test_a_message_without_its_place_in_a_conversation_is_refused(monkeypatch) -
         docgen_messages.generate()
 
 
+def slug(heading: str) -> str:
+    """GitHub's anchor of a heading: lower case, punctuation dropped, spaces to dashes."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def test_every_decisions_section_is_in_the_index_and_every_index_link_lands() -> None:
+    text = (ROOT / "docs" / "DECISIONS.md").read_text()
+    index, _, body = text.partition("\n## ")[2].partition("\n## ")
+    assert index.startswith("Index by topic"), "DECISIONS.md opens with its index"
+    sections = {slug(h) for h in re.findall(r"^## (.+)$", "## " + body, re.M)}
+    linked = set(re.findall(r"\]\(#([^)]+)\)", index))
+    assert not sections - linked, f"sections missing from the index: {sorted(sections - linked)}"
+    assert not linked - sections, f"index links to no section: {sorted(linked - sections)}"
+
+
 def named_paths(text: str) -> set[str]:
     """Backquoted repository paths (`kernel/run/ledger.py`, `tests/test_docs.py::name`)."""
     found = set()
