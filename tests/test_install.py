@@ -107,7 +107,7 @@ def test_sessions_outlive_uninstall_and_reinstall_with_uv_and_pipx(tmp_path: Pat
     checkout = _checkout(tmp_path)
     with JevServer() as jev, FlashServer() as flash:
         user = Home(tmp_path, jev, flash)
-        user("uv", "tool", "install", "--python", user.python, str(checkout))
+        user("uv", "tool", "install", "--compile-bytecode", "--python", user.python, str(checkout))
         version = user("jmp", "--version").stdout
         assert version.startswith("jmp ") and "(installed, " in version, version
         site = Path(version.rsplit(", ", 1)[1].rstrip(")\n"))
@@ -121,7 +121,7 @@ def test_sessions_outlive_uninstall_and_reinstall_with_uv_and_pipx(tmp_path: Pat
         user("uv", "tool", "uninstall", "jmp-agent")
         assert not (user.bin / "jmp").exists() and not site.exists()
         assert (user.sessions / session / "events.jsonl").is_file()
-        user("uv", "tool", "install", "--python", user.python, str(checkout))
+        user("uv", "tool", "install", "--compile-bytecode", "--python", user.python, str(checkout))
         _listed(user, session)
         user("uv", "tool", "uninstall", "jmp-agent")
         user("pipx", "install", str(checkout))

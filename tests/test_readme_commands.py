@@ -29,7 +29,7 @@ PROGRAMS = ("make", "jmp", "python", "jev-harness", "jmp-demo", "jmp-chaos", "uv
 PROGRAMS += ("mkdir", "jev-harness-mcp")
 CHAOS = "tests/test_chaos.py"
 WHERE = {
-    "uv tool install /path/to/jmp": "tests/test_install.py",
+    "uv tool install --compile-bytecode /path/to/jmp": "tests/test_install.py",
     "jmp --version": "run",
     "jmp-demo": "tests/test_demo.py",
     "jmp-demo_": "tests/test_demo.py",

@@ -125,8 +125,12 @@ def missing_dependency(exc: BaseException, project: Path = PROJECT) -> str | Non
         how = (
             f"in the checkout, `make install` (it makes .venv with Python >= 3.12), then run "
             f"{project / '.venv' / 'bin' / 'jmp'}; or install it as a tool: "
-            f"`uv tool install {project}` or `pipx install {project}`, then run `jmp`"
+            f"`uv tool install --compile-bytecode {project}` or `pipx install {project}`, "
+            "then run `jmp`"
         )
     else:
-        how = "install jmp as a tool, `uv tool install jmp-agent` or `pipx install jmp-agent`"
+        how = (
+            "install jmp as a tool, `uv tool install --compile-bytecode jmp-agent` or "
+            "`pipx install jmp-agent`"
+        )
     return f"{this} lacks jmp's dependency {name!r}: {how}"
