@@ -1,6 +1,6 @@
 """The check-task probe: `python -B -P -m jev_harness.check FILE WORKDIR KEY_FD VERDICT_FD`.
 
-Started by `jev_harness.check_launch` (the parent never imports the script). The probe reads
+Started by `jev_harness.cli.check_launch` (the parent never imports the script). The probe reads
 its verdict key from KEY_FD and the inputs from stdin, then runs the check in an OS-confined
 child (jev_harness/sandbox.py: namespaces, a read-only view, no sockets, no capability) when
 the machine allows it, else itself, unconfined. Either way an audit hook first refuses the

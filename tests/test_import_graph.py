@@ -4,6 +4,7 @@ new import cycle appears (lazy imports inside functions count too: a cycle is a 
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -195,3 +196,63 @@ def private_imports() -> list[str]:
 
 def test_no_module_imports_a_private_name_of_another() -> None:
     assert private_imports() == []
+
+
+# jev_harness is two things: the library task scripts import (`import jev_harness as jev`; it runs
+# inside the harness worker) and its front ends, which drive kernel objects. The front ends:
+HARNESS_FRONT_ENDS = ("jev_harness.cli", "jev_harness.mcp", "jev_harness.session")
+# What the library may import besides the stdlib and itself: lxml, for HTML (web/html.py alone).
+HARNESS_LIBRARY_MAY_IMPORT = {"jev_harness.web.html": {"lxml"}}
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """Every absolute top-level name `path` imports, lazy imports included (not TYPE_CHECKING)."""
+    tree = ast.parse(path.read_text())
+    typing_only = {
+        id(inner)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for inner in ast.walk(node)
+    }
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            names |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+    return names - {"__future__"}
+
+
+def _is_front_end(name: str) -> bool:
+    return any(name == f or name.startswith(f + ".") for f in HARNESS_FRONT_ENDS)
+
+
+def test_the_harness_library_imports_the_stdlib_only() -> None:
+    """The jev_harness library never imports kernel/, workers/, protocol/ or a vendor SDK: a
+    task script that imports it loads nothing of the agent (lxml for HTML is the one other)."""
+    library = {n: p for n, p in _modules().items() if n.startswith("jev_harness")}
+    library = {n: p for n, p in library.items() if not _is_front_end(n)}
+    assert {"jev_harness", "jev_harness.task", "jev_harness.web.html"} <= set(library)
+    bad = {
+        f"{name} -> {top}"
+        for name, path in library.items()
+        for top in _top_level_imports(path)
+        if top not in sys.stdlib_module_names
+        and top != "jev_harness"
+        and top not in HARNESS_LIBRARY_MAY_IMPORT.get(name, set())
+    }
+    assert not bad, sorted(bad)
+
+
+def test_the_harness_library_imports_none_of_its_front_ends() -> None:
+    edges = graph()
+    bad = {
+        f"{n} -> {t}"
+        for n, ts in edges.items()
+        if n.startswith("jev_harness") and not _is_front_end(n)
+        for t in ts
+        if _is_front_end(t)
+    }
+    assert not bad, sorted(bad)

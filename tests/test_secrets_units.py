@@ -9,7 +9,7 @@ import json
 import pytest
 
 from cli.printer import Printer
-from jev_harness.output import Output
+from jev_harness.cli.output import Output
 from kernel.config.mcp import McpServers, parse_servers
 from kernel.config.settings import Settings
 from protocol.codec import make_event

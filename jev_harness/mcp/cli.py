@@ -24,7 +24,7 @@ import sys  # noqa: E402
 import threading  # noqa: E402
 from typing import Any  # noqa: E402
 
-from jev_harness.run_options import UsageError, add_run_options, check_limits, json_arg  # noqa: E402
+from jev_harness.cli.options import UsageError, add_run_options, check_limits, json_arg  # noqa: E402
 from protocol.inspection import forbid_inspection  # noqa: E402
 
 STOP_GRACE_S = 5.0  # a call in flight at shutdown gets this long before its worker is killed

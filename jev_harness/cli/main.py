@@ -16,13 +16,13 @@ import os  # noqa: E402
 import signal  # noqa: E402
 from typing import Any  # noqa: E402
 
-from jev_harness.output import Output  # noqa: E402
-from jev_harness.run_options import (  # noqa: E402
+from jev_harness.cli.options import (  # noqa: E402
     UsageError,
     add_run_options,
     check_limits,
     json_arg,
 )
+from jev_harness.cli.output import Output  # noqa: E402
 from protocol.inspection import forbid_inspection  # noqa: E402
 
 UsageProblem = UsageError  # a wrong command line, named (exit 2)
@@ -74,7 +74,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def check_task(args: argparse.Namespace, out: Output) -> int:
-    from jev_harness.check_launch import check_task as probe
+    from jev_harness.cli.check_launch import check_task as probe
 
     inputs = json_arg("--inputs", args.inputs, obj=True)
     if not os.path.isfile(args.file):
@@ -176,7 +176,3 @@ def main(argv: list[str] | None = None) -> int:
 def entry() -> None:
     """Console script `jev-harness`."""
     sys.exit(main())
-
-
-if __name__ == "__main__":
-    entry()
