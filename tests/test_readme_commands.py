@@ -1,12 +1,14 @@
-"""Every command in the README runs as written (issue 23), or names the test that runs it.
+"""Every command in the README and the manuals runs as written (issue 23), or names the test
+that runs it.
 
-The commands are read from the README's plain code blocks (a line starting with a program a
-person types). Each one is in WHERE: `run` (run here, by bash, in a fresh home against the
-loopback models), `synopsis` (every option it names is in the program's --help) or the test
-file that runs it (a campaign or an install takes minutes). A README command missing from
-WHERE, or an entry the README no longer has, fails the test: the README and this list move
-together. Substituted, and only that: `...` keys (the loopback servers' keys are in the
-environment instead), `<id>` / `<session id>` (the session the earlier command made).
+The commands are read from the plain code blocks of README.md and of the manuals (DOCS: a
+line starting with a program a person types). Each one is in WHERE: `run` (run here, by bash,
+in a fresh home against the loopback models), `synopsis` (every option it names is in the
+program's --help) or the test file that runs it (a campaign or an install takes minutes). A
+command missing from WHERE, or an entry no document has any more, fails the test: the docs
+and this list move together. Substituted, and only that: `...` keys (the loopback servers'
+keys are in the environment instead), `<id>` / `<session id>` (the session the earlier command
+made).
 """
 
 from __future__ import annotations
@@ -25,9 +27,11 @@ from jmp_lab.servers.jev import JevServer
 from kernel.store.catalog import list_sessions
 from tests.support.cli import FLASH_KEY, JEV_KEY, ROOT
 
+DOCS = ("README.md", "docs/JMP.md", "docs/JEV-HARNESS.md", "docs/EDITORS.md", "docs/RESILIENCE.md")
 PROGRAMS = ("make", "jmp", "python", "jev-harness", "jmp-demo", "jmp-chaos", "uv", "export")
 PROGRAMS += ("mkdir", "jev-harness-mcp")
 CHAOS = "tests/test_chaos.py"
+SEEDS = "tests/test_seed_examples.py"  # the seeds' commands, word for word
 WHERE = {
     "uv tool install --compile-bytecode /path/to/jmp": "tests/test_install.py",
     "jmp --version": "run",
@@ -60,6 +64,11 @@ WHERE = {
     ' "output": "r.json"}\'': "run",
     "jev-harness inspect <session id>": "run",
     "jev-harness-mcp SCRIPT --goal TEXT --inputs JSON [--context JSON] [--max-steps N]": "synopsis",
+    "jev-harness check-task examples/research_task.py": SEEDS,
+    "jev-harness run examples/research_task.py --goal 'Investigate the requested categories and"
+    ' save sourced quotes\' --inputs \'{"url":"https://docs.example.org/","allowed_origins":'
+    '["https://docs.example.org"],"markers":{"requirements":"<source marker>"},'
+    '"output":"local-results/research.json"}\' --max-steps 20 --timeout 120': SEEDS,
     "make chaos": CHAOS,
     "jmp-chaos --iterations 2 --seed 7 --power off": CHAOS,
     "python -m jmp_lab.chaos --iterations 20 --seed 7 [--minutes 30]": CHAOS,
@@ -74,21 +83,24 @@ WHERE = {
 
 
 def readme_commands() -> list[str]:
-    """The README's command lines in order, comments and continuations removed; a repeated
-    command gets a `_` per earlier occurrence (it is listed once per place)."""
-    text = (ROOT / "README.md").read_text()
+    """The command lines of the README and the manuals, comments and continuations removed; a
+    command repeated within one document gets a `_` per earlier occurrence there (it is listed
+    once per place), one that another document also shows is the same entry."""
     found: list[str] = []
-    for lang, body in re.findall(r"^```([a-z]*)\n(.*?)^```", text, re.S | re.M):
-        if lang:
-            continue  # json, python: configuration and code, not commands
-        for line in body.replace("\\\n", " ").splitlines():
-            if line.split(" ", 1)[0] not in PROGRAMS:
-                continue
-            command = _without_comment(line).strip()
-            command = " ".join(command.split())
-            while command in found:
-                command += "_"
-            found.append(command)
+    for doc in DOCS:
+        text = (ROOT / doc).read_text()
+        here: list[str] = []
+        for lang, body in re.findall(r"^```([a-z]*)\n(.*?)^```", text, re.S | re.M):
+            if lang:
+                continue  # json, python: configuration and code, not commands
+            for line in body.replace("\\\n", " ").splitlines():
+                if line.split(" ", 1)[0] not in PROGRAMS:
+                    continue
+                command = " ".join(_without_comment(line).split())
+                while command in here:
+                    command += "_"
+                here.append(command)
+        found += [c for c in here if c not in found]
     return found
 
 
