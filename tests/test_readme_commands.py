@@ -133,12 +133,13 @@ def test_the_synopses_name_only_options_that_exist() -> None:
         if where != "synopsis":
             continue
         words = command.split()
-        key = "jev-harness-mcp" if words[0] == "jev-harness-mcp" else " ".join(words[:2])
+        key = words[0] if words[0] in ("jmp", "jev-harness-mcp") else " ".join(words[:2])
         if key not in helps:
-            argv = {
-                "python main.py": [sys.executable, str(ROOT / "main.py"), "--help"],
-                "jev-harness-mcp": [str(Path(sys.executable).parent / "jev-harness-mcp"), "--help"],
-            }.get(key) or [sys.executable, "-m", "jev_harness.cli", *words[1:2], "--help"]
+            main_help = [sys.executable, str(ROOT / "main.py"), "--help"]  # jmp is the same CLI
+            mcp_help = [str(Path(sys.executable).parent / "jev-harness-mcp"), "--help"]
+            argv = {"python main.py": main_help, "jmp": main_help, "jev-harness-mcp": mcp_help}.get(
+                key
+            ) or [sys.executable, "-m", "jev_harness.cli", *words[1:2], "--help"]
             done = subprocess.run(argv, capture_output=True, text=True, cwd=ROOT, check=True)
             helps[key] = done.stdout + done.stderr  # the MCP server keeps stdout for frames
         for option in re.findall(r"--[a-z-]+", command):
