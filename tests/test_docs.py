@@ -78,4 +78,3 @@ def test_every_relative_link_of_a_current_doc_lands() -> None:
             if not (base / target).exists():
                 broken.append((doc, target))
     assert not broken, f"links to files that do not exist: {broken}"
-
