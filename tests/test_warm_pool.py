@@ -42,6 +42,7 @@ from tests.support.warm import (
     gone,
     make_pool_dir,
     private_pool,
+    suite_pool,
     view_key_of,
 )
 from workers import pool_takeon
@@ -253,35 +254,23 @@ def test_jmp_warm_0_is_the_cold_path(short_tmp: Path, monkeypatch: pytest.Monkey
         assert not children_of(pool.pid)
 
 
-PRELOAD_AND_FORK = textwrap.dedent(
-    """
-    import os, sys, threading
-    from workers.pool_child import preload, threads
-    loaded = preload(["tool", "router", "generator", "harness"])
-    assert loaded == ["tool", "router", "generator", "harness"], loaded
-    assert threading.active_count() == 1 and threads() == 1, threads()
-    import zmq
-    assert zmq.Context._instance is None  # no zmq context (and its I/O threads) before fork
-    pid = os.fork()  # -W error: a fork with threads would raise DeprecationWarning here
-    if pid == 0:
-        os._exit(0)
-    assert os.waitpid(pid, 0)[1] == 0
-    print("single-threaded")
-    """
-)
-
-
-@pytest.mark.timeout(600)  # one full import of every worker's SDKs on a shared machine
-def test_the_preloaded_pool_forks_single_threaded() -> None:
-    out = subprocess.run(
-        [sys.executable, "-W", "error", "-c", PRELOAD_AND_FORK],
-        capture_output=True,
-        text=True,
-        cwd=str(ROOT),
-        env=P.pool_env(os.environ),
-        timeout=580,
-    )
-    assert out.returncode == 0 and "single-threaded" in out.stdout, out.stderr[-2000:]
+def test_the_preloaded_pool_forks_single_threaded(
+    short_tmp: Path, monkeypatch: pytest.MonkeyPatch, warm_pool_of_this_session: Path
+) -> None:
+    """A pool with every worker's SDKs imported (the suite's own, as a user's is) runs one OS
+    thread (no import left a thread, no zmq context started its I/O threads: a fork with
+    threads is unsafe, and the pool refuses to fork then) and forks a worker."""
+    pid = suite_pool(warm_pool_of_this_session)
+    state = ask_status(warm_pool_of_this_session)
+    assert state is not None and state.pid == pid
+    assert state.preloaded == ["tool", "router", "generator", "harness"], state.preloaded
+    assert len(os.listdir(f"/proc/{pid}/task")) == 1, os.listdir(f"/proc/{pid}/task")
+    monkeypatch.setenv("JMP_WARM", "1")
+    monkeypatch.setenv("JMP_WARM_DIR", str(warm_pool_of_this_session))
+    with fake(short_tmp) as worker:
+        worker.wait_ready(60)
+        assert psutil.Process(worker.pid).ppid() == pid
+    assert len(os.listdir(f"/proc/{pid}/task")) == 1
 
 
 def test_an_idle_pool_exits_by_itself(tmp_path: Path) -> None:
