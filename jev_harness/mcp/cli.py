@@ -141,11 +141,16 @@ class Server:
         import anyio
         from mcp.server.stdio import stdio_server
 
+        from jev_harness.mcp.gate import screened
+
         async def main() -> None:
             out = anyio.wrap_file(io.TextIOWrapper(os.fdopen(mcp_out, "wb"), encoding="utf-8"))
             server = self.front.server()
-            async with stdio_server(stdout=out) as (read, write):
-                await server.run(read, write, server.create_initialization_options())
+            async with (
+                stdio_server(stdout=out) as (read, write),
+                screened(read, write, self.say) as requests,
+            ):
+                await server.run(requests, write, server.create_initialization_options())
 
         anyio.run(main)
 

@@ -60,10 +60,7 @@ class Front:
         server: Server[Any, Any] = Server(
             "jev-harness",
             version=version(),  # jmp's, not the MCP SDK's (the SDK's default)
-            instructions=(
-                "One jev-harness task. Call observe, then arguments and operate with the "
-                "latest state_ref, or run_task to let Jev run the whole task."
-            ),
+            instructions=tools.instructions(self.direct_only),
         )
 
         @server.list_tools()  # type: ignore[no-untyped-call, untyped-decorator]

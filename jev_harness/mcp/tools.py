@@ -79,6 +79,14 @@ DESCRIPTIONS = {
 ALIASES = {"delegate": "run_task"}
 
 
+def instructions(direct_only: bool) -> str:
+    """The server's instructions: run_task is named only where it is offered."""
+    direct = "Call observe, then arguments and operate with the latest state_ref"
+    if direct_only:
+        return f"One jev-harness task, direct-only. {direct}; perform operations one at a time."
+    return f"One jev-harness task. {direct}, or run_task to let Jev run the whole task."
+
+
 def listed(direct_only: bool) -> list[types.Tool]:
     """The advertised tools: run_task only when delegation is possible."""
     names = ["observe", "arguments", "operate"] + ([] if direct_only else ["run_task"])

@@ -1,8 +1,10 @@
-"""Drive `python -m jev_harness.mcp` through the `mcp` SDK's stdio client (a real subprocess)."""
+"""Drive `python -m jev_harness.mcp` (a real subprocess) through the `mcp` SDK's stdio client, or
+through `RawClient`, frames as bytes."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -11,12 +13,19 @@ from typing import Any
 
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, InitializeResult
 
 from tests.harness.helpers import ROOT, HarnessCli
 
 EXAMPLE = ROOT / "examples" / "workspace_task.py"
 MARKER = "ORCA-7"
+
+
+def jmp_version() -> str:
+    """jmp's version as pyproject.toml declares it (not the code under test's reading of it)."""
+    import tomllib
+
+    return str(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"])
 
 
 class McpServer:
@@ -49,8 +58,8 @@ class McpServer:
                 stdio_client(self.params, errlog=errlog) as (read, write),
                 ClientSession(read, write) as session,
             ):
-                await session.initialize()
-                yield Client(session, self)
+                initialized = await session.initialize()
+                yield Client(session, self, initialized)
 
     @property
     def stderr(self) -> str:
@@ -72,8 +81,11 @@ class McpServer:
 class Client:
     """Tool calls returning the CallToolResult; helpers for the common shapes."""
 
-    def __init__(self, session: ClientSession, server: McpServer) -> None:
+    def __init__(
+        self, session: ClientSession, server: McpServer, initialized: InitializeResult
+    ) -> None:
         self.session, self.server = session, server
+        self.initialized = initialized  # the server's answer to initialize
 
     async def call(self, name: str, arguments: dict[str, Any] | None = None) -> CallToolResult:
         return await self.session.call_tool(name, arguments or {})
@@ -107,3 +119,90 @@ def workspace(cli: HarnessCli) -> dict[str, Any]:
     )
     (root / "readme.txt").write_text("nothing here\n")
     return {"root": "proj", "queries": ["codename"], "markers": [MARKER], "output": "r.json"}
+
+
+class RawClient:
+    """A hand-written stdio JSON-RPC client: the server as a plain subprocess, frames as bytes.
+
+    Nothing of the `mcp` SDK is between the test and the server, so a frame is sent exactly as
+    another client (fastmcp 4, the Inspector) sends it and read exactly as the server wrote it.
+    `timeout` only bounds a hang; nothing here asserts on time."""
+
+    def __init__(self, server: McpServer, timeout: float = 90) -> None:
+        import subprocess
+
+        self.server, self.timeout = server, timeout
+        self._err = server.stderr_path.open("w")
+        p = server.params
+        self.process = subprocess.Popen(
+            [p.command, *p.args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            env=p.env,
+            cwd=p.cwd,
+        )
+        self._buffer = b""
+        self._next = 1000  # ids of `request`; a replayed frame brings its own
+        self.frames: list[dict[str, Any]] = []  # every frame the server wrote, in order
+
+    def send(self, frame: dict[str, Any] | str) -> None:
+        line = frame if isinstance(frame, str) else json.dumps(frame)
+        assert self.process.stdin is not None
+        self.process.stdin.write(line.encode() + b"\n")
+        self.process.stdin.flush()
+
+    def request(self, method: str, params: dict[str, Any] | None = None, **extra: Any) -> Any:
+        """Send a request with the next id; returns the response frame with that id."""
+        self._next += 1
+        ident = self._next
+        frame: dict[str, Any] = {"jsonrpc": "2.0", "id": ident, "method": method, **extra}
+        if params is not None:
+            frame["params"] = params
+        self.send(frame)
+        return self.response(ident)
+
+    def response(self, ident: Any) -> dict[str, Any]:
+        """The server's response to request `ident` (frames before it are kept in `frames`)."""
+        import select
+        import time
+
+        assert self.process.stdout is not None
+        fd = self.process.stdout.fileno()
+        deadline = time.monotonic() + self.timeout
+        while True:
+            while b"\n" in self._buffer:
+                line, self._buffer = self._buffer.split(b"\n", 1)
+                frame = json.loads(line)  # the server writes nothing but JSON-RPC frames
+                self.frames.append(frame)
+                if frame.get("id") == ident and "method" not in frame:
+                    return frame
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise TimeoutError(f"no response to {ident!r}; stderr: {self.server.stderr}")
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise EOFError(f"the server closed stdout; stderr: {self.server.stderr}")
+            self._buffer += chunk
+
+    def close(self) -> int:
+        """Close stdin (the client leaves) and wait for the server's exit status."""
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        try:
+            return self.process.wait(self.timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                self.process.wait()
+            assert self.process.stdout is not None
+            self.process.stdout.close()
+            self._err.close()
+
+    def __enter__(self) -> RawClient:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.process.poll() is None:
+            self.close()
+        self._err.close()

@@ -15,7 +15,15 @@ import pytest
 
 from jmp_lab.servers.jev import JevServer
 from tests.harness.helpers import JEV_KEY, SCRIPTS, HarnessCli
-from tests.harness.mcp_helpers import EXAMPLE, MARKER, Client, McpServer, workspace
+from tests.harness.mcp_helpers import (
+    EXAMPLE,
+    MARKER,
+    Client,
+    McpServer,
+    RawClient,
+    jmp_version,
+    workspace,
+)
 
 PICK = SCRIPTS / "pick_task.py"
 INPUTS = {"items": ["a", "b", "c"], "target": "b"}
@@ -33,24 +41,33 @@ def test_the_tool_list_with_and_without_direct_only(cli: HarnessCli) -> None:
     direct = McpServer(
         cli, PICK, INPUTS, "--direct-only", key=False, module="apixly_jev_harness.mcp"
     )
+    with RawClient(full) as c:  # a client of a newer revision than the SDK's newest
+        params = {"protocolVersion": "2099-01-01", "capabilities": {}}
+        init = c.request("initialize", {**params, "clientInfo": {"name": "raw", "version": "1"}})
+        assert init["result"]["protocolVersion"] == "2025-11-25"  # one the server speaks
+        assert init["result"]["serverInfo"]["version"] == jmp_version()
+        assert "run_task" in init["result"]["instructions"]
+        c.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        tools = {t["name"]: t for t in c.request("tools/list")["result"]["tools"]}
+        assert set(tools) == CLOSED  # delegate is callable, not listed
+        for tool in tools.values():
+            assert tool["inputSchema"]["additionalProperties"] is False
+            assert tool["description"]
+        assert set(tools["operate"]["inputSchema"]["required"]) == {
+            "tool",
+            "parameters",
+            "state_ref",
+        }
+        call = {"name": "observe", "arguments": {}}
+        view = c.request("tools/call", call)["result"]["structuredContent"]
+        assert view["delegation"]["available"] is True
+        assert view["delegation"]["same_tools_and_verifier"] is True
+        assert c.close() == 0
 
     async def main() -> None:
-        async with full.connect() as c:
-            tools = {t.name: t for t in (await c.session.list_tools()).tools}
-            assert set(tools) == CLOSED  # delegate is callable, not listed
-            for tool in tools.values():
-                assert tool.inputSchema["additionalProperties"] is False
-                assert tool.description
-            assert set(tools["operate"].inputSchema["required"]) == {
-                "tool",
-                "parameters",
-                "state_ref",
-            }
-            assert full.kinds("tool_started") == []  # listing tools is not a call
-            view = await c.ok("observe")
-            assert view["delegation"]["available"] is True
-            assert view["delegation"]["same_tools_and_verifier"] is True
         async with direct.connect() as c:
+            assert "run_task" not in c.initialized.instructions  # type: ignore[operator]
+            assert c.initialized.serverInfo.version == jmp_version()
             names = [t.name for t in (await c.session.list_tools()).tools]
             assert names == ["observe", "arguments", "operate"]
             view = await c.ok("observe")

@@ -1,0 +1,85 @@
+"""`python -m jev_harness.mcp` driven by clients other than the `mcp` SDK's ClientSession.
+
+fastmcp 4 cannot be installed beside jmp (OpenHands pins fastmcp < 4, fastmcp 4 needs mcp >= 2),
+so its exchange was recorded once and is replayed here byte for byte by a hand-written stdio
+client (`RawClient`): fastmcp 4.1.6's `Client(StdioTransport(...))`, `list_tools()`,
+`call_tool("observe", {})`, its frames taken with `tee` between it and the server. It probes
+`server/discover` at MCP 2026-07-28 first, then falls back to `initialize` on any error that
+is not a modern one (MCP 2026-07-28, stdio "Backward Compatibility").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jmp_lab.servers.jev import JevServer
+from tests.harness.helpers import SCRIPTS, HarnessCli
+from tests.harness.mcp_helpers import McpServer, RawClient, jmp_version
+
+PICK = SCRIPTS / "pick_task.py"
+INPUTS = {"items": ["a", "b", "c"], "target": "b"}
+REVISIONS = ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"]  # the SDK's handshake ones
+
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"  # a stateless-revision request's
+
+# fastmcp 4.1.6 (mcp 2.3.0), as it wrote them to the server's stdin.
+FASTMCP_4 = [
+    '{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"mcp","version":"0.1.0"},"io.modelcontextprotocol/clientCapabilities":{}}}}',
+    '{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mcp","version":"0.1.0"}}}',
+    '{"jsonrpc":"2.0","method":"notifications/initialized"}',
+    '{"jsonrpc":"2.0","id":3,"method":"tools/list"}',
+    '{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"observe","arguments":{},"_meta":{"progressToken":4}}}',
+]
+
+
+@pytest.fixture
+def cli(short_tmp: Path) -> Iterator[HarnessCli]:
+    with JevServer() as jev:
+        yield HarnessCli(short_tmp, jev)
+
+
+def error(frame: dict[str, Any]) -> tuple[int, str]:
+    assert "result" not in frame, frame
+    return frame["error"]["code"], frame["error"]["message"]
+
+
+def test_fastmcp_4s_exchange_and_what_no_sdk_client_sends(cli: HarnessCli) -> None:
+    server = McpServer(cli, PICK, INPUTS, "--direct-only", key=False)
+    with RawClient(server) as c:
+        # A stateless-revision client that skips the probe: told to initialize first.
+        early = c.request("tools/list", {"_meta": {VERSION_KEY: "2026-07-28"}})
+        code, text = error(early)
+        assert code == -32600 and "initialize" in text and "2025-11-25" in text
+
+        c.send(FASTMCP_4[0])
+        code, text = error(c.response(1))  # the probe: a plain legacy error, not -32602
+        assert code == -32601 and "initialize" in text
+        assert all(revision in text for revision in REVISIONS)
+
+        c.send(FASTMCP_4[1])
+        init = c.response(2)["result"]
+        assert init["protocolVersion"] == "2025-11-25"
+        assert init["serverInfo"] == {"name": "jev-harness", "version": jmp_version()}
+        assert "run_task" not in init["instructions"]  # --direct-only offers no delegation
+        c.send(FASTMCP_4[2])
+        c.send(FASTMCP_4[3])
+        names = [t["name"] for t in c.response(3)["result"]["tools"]]
+        assert names == ["observe", "arguments", "operate"]
+        c.send(FASTMCP_4[4])
+        observed = c.response(4)["result"]
+        assert observed["isError"] is False and observed["structuredContent"]["state_ref"]
+
+        code, _ = error(c.request("resources/subscribe/nope", {}))
+        assert code == -32601
+        code, text = error(c.request("tools/call", {"arguments": {}}))  # no tool name
+        assert code == -32602 and "tools/call" in text and "name" in text
+        assert c.close() == 0
+    lines = server.stderr.splitlines()
+    # Only the server's own named lines: no SDK warning, no traceback (96 lines before).
+    assert all(line.startswith(("jev_harness.mcp: ", "jmp: ")) for line in lines), lines
+    assert len(lines) <= 5, lines
+    assert not [f for f in c.frames if "method" in f]  # no request or notification of its own
