@@ -14,8 +14,18 @@ from pathlib import Path
 import pytest
 
 from jmp_lab.chaos import check
-from jmp_lab.chaos.__main__ import campaign, reproduce, table
-from jmp_lab.chaos.plan import LOG, PHASES, Cut, IterationPlan, aimed, make_plan, parse_cut
+from jmp_lab.chaos.__main__ import campaign, lane_of, reproduce, summed, table
+from jmp_lab.chaos.plan import (
+    LOG,
+    PHASES,
+    Cut,
+    IterationPlan,
+    Kill,
+    aimed,
+    make_plan,
+    make_quick_plan,
+    parse_cut,
+)
 from jmp_lab.chaos.powercut.control import available
 from jmp_lab.chaos.targets import TARGETS, WORKERS
 
@@ -113,6 +123,29 @@ def test_power_plans_cut_on_every_model_and_leave_kill_plans_as_they_were() -> N
     assert {(c.data, c.dirs) for c in cuts} >= {("lose", "lose"), ("torn-byte", "subset")}
     assert make_plan(1, 3).kills == make_plan(1, 3, power=False).kills
     assert make_plan(1, 3).requests == make_plan(1, 3, power=True).requests
+
+
+def test_quick_plans_aim_at_moments_an_iteration_reaches_on_both_paths_and_every_model() -> None:
+    plans = [make_quick_plan(1, i, power=i % 2 == 1) for i in range(60)]
+    assert make_quick_plan(4, 9, True) == make_quick_plan(4, 9, True) != make_quick_plan(5, 9, True)
+    assert {p.warm for p in plans} == {True, False}
+    assert {p.power for p in plans[1::2]} == {"strict", "name", "journal"}
+    assert all(len(p.steps()) <= 5 and 3 <= len(p.kills) <= 6 for p in plans[::2])
+    kills = [k for p in plans for k in p.kills if isinstance(k, Kill)]
+    assert {k.target for k in kills} == set(TARGETS)
+    assert all(k.nth <= (8 if k.phase == "between" else 2) for k in kills)
+    cuts = [c for p in plans[1::2] for c in p.kills if isinstance(c, Cut)]
+    assert len(cuts) >= 2 * len(plans[1::2])
+    # the quick plan of a kill iteration is the same whether or not its lane runs power too
+    assert make_quick_plan(1, 4) == make_quick_plan(1, 4, power=False)
+
+
+def test_lanes_share_the_iterations_out_once_and_their_figures_add_up() -> None:
+    lanes = [lane_of(range(3, 3 + 11), 3, j, 4) for j in range(4)]
+    assert sorted(i for lane in lanes for i in lane) == list(range(3, 14))
+    assert lane_of(range(0, 4), 0, 1, 2) == [1, 3]  # --power mix: odd ones, the power lane
+    reports = [{"totals": {"kills": 4, "cuts": 1}}, {"totals": {"kills": 2, "violations": 0}}]
+    assert summed(reports) == Counter(kills=6, cuts=1, violations=0)
 
 
 @pytest.mark.slow

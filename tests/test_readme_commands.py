@@ -70,6 +70,7 @@ WHERE = {
     '["https://docs.example.org"],"markers":{"requirements":"<source marker>"},'
     '"output":"local-results/research.json"}\' --max-steps 20 --timeout 120': SEEDS,
     "make chaos": CHAOS,
+    "python -m jmp_lab.chaos --quick --lanes 2 --iterations 40 --seed 7 --power mix": CHAOS,
     "jmp-chaos --iterations 2 --seed 7 --power off": CHAOS,
     "python -m jmp_lab.chaos --iterations 20 --seed 7 [--minutes 30]": CHAOS,
     "python -m jmp_lab.chaos --iterations 20 --seed 7 --jmp '/path/to/other/.venv/bin/python"

@@ -112,13 +112,20 @@ class IterationPlan:
         return [step for request in self.requests for step in request]
 
 
-def _steps(rng: random.Random, prefix: str, first: int, count: int, written: list[str]) -> list:
+def _steps(
+    rng: random.Random,
+    prefix: str,
+    first: int,
+    count: int,
+    written: list[str],
+    pace: tuple[float, float] = (0.2, 1.2),
+) -> list:
     steps: list[Step] = []
     for k in range(first, first + count):
         token = f"{prefix}s{k}"
         kinds = ["bash", "bash", "mcp", "write"] + (["edit", "edit"] if written else [])
         kind = rng.choice(kinds)
-        seconds = round(rng.uniform(0.2, 1.2), 2)
+        seconds = round(rng.uniform(*pace), 2)
         if kind == "bash":
             line = f'echo "{token} $(date +%s.%N)" >> witness.log; sleep {seconds}'
             steps.append(Step(token, "bash", {"command": line}))
@@ -143,14 +150,15 @@ def _steps(rng: random.Random, prefix: str, first: int, count: int, written: lis
     return steps
 
 
-def _kill(rng: random.Random, targets: tuple[str, ...]) -> Kill:
+def _kill(rng: random.Random, targets: tuple[str, ...], quick: bool = False) -> Kill:
     target = rng.choice(targets)
     phase = rng.choice(PHASES)
     tear = round(rng.random(), 3) if target == "kernel" and rng.random() < 0.4 else None
+    soon = (1, 2, 2, 8) if quick else (1, 3, 2, 14)  # quick: moments an iteration reaches
     return Kill(
         target=target,
         phase=phase,
-        nth=rng.randint(1, 3) if phase != "between" else rng.randint(2, 14),
+        nth=rng.randint(*soon[:2]) if phase != "between" else rng.randint(*soon[2:]),
         chunk=rng.randint(0, 6),
         delay=round(rng.uniform(0.0, 0.15), 3),
         tear=tear,
@@ -202,6 +210,46 @@ def make_plan(
     return _power(plan, short) if power else plan
 
 
+# --quick: the kill targets weighted by what a kill costs the campaign (a killed pool makes
+# every later spawn of its lane cold until it is back), the step's sleep range.
+QUICK_TARGETS = ("kernel", "kernel", "kernel", "router", "router", "generator", "generator",
+                 "tool", "tool", "mcp", "pool")  # fmt: skip
+QUICK_PACE = (0.05, 0.3)
+
+
+def make_quick_plan(seed: int, index: int, power: bool = False) -> IterationPlan:
+    """An iteration aimed at kill points (`--quick`, what `make chaos` runs): a short request
+    (2-3 calls, a follow-up of 1-2 in a third of the iterations), calls that run 0.05-0.3 s,
+    3-6 kills, each at a moment the iteration reaches (route, generate and tool at their 1st
+    or 2nd occurrence, between at the 2nd to 8th record); warm in 3 of 4. A power iteration:
+    2-3 cuts and at most one kill. A pure function of the arguments, like `make_plan`."""
+    rng = random.Random(f"jmp-chaos-quick:{seed}:{index}")
+    prefix = f"W{seed}q{index}{rng.getrandbits(24):06x}"
+    written: list[str] = []
+    first = _steps(rng, prefix, 0, rng.randint(2, 3), written, QUICK_PACE)
+    follow = rng.random() < 1 / 3
+    second = _steps(rng, prefix, len(first), rng.randint(1, 2), written, QUICK_PACE)
+    kills = [_kill(rng, QUICK_TARGETS, quick=True) for _ in range(rng.randint(3, 6))]
+    faults = [_fault(rng) if rng.random() < 0.5 else None for _ in range(8)]
+    keys = {
+        "jev": f"jev-chaos-{rng.getrandbits(96):024x}",
+        "flash": f"sk-chaos-{rng.getrandbits(96):024x}",
+        "mcp": f"mcp-chaos-{rng.getrandbits(96):024x}",
+    }
+    requests = [first, second] if follow else [first]
+    ack_direct, warm = rng.random() < 0.5, rng.random() < 0.75
+    plan = IterationPlan(seed, index, requests, kills, faults, ack_direct, keys, warm)
+    if not power:
+        return plan
+    rng = random.Random(f"jmp-chaos-quick-power:{seed}:{index}")
+    items: list[Kill | Cut] = [_cut(rng, quick=True) for _ in range(rng.randint(2, 3))]
+    items += plan.kills[: rng.randint(0, 1)]
+    rng.shuffle(items)
+    disk = [_disk_fault(rng) or f for f in plan.faults]
+    model = MODELS[(index // 2) % len(MODELS)]  # --power mix: the odd iterations, every model
+    return dataclasses.replace(plan, kills=items, faults=disk, power=model)
+
+
 def _power(plan: IterationPlan, short: bool) -> IterationPlan:
     """The power iteration of `plan`: its own random stream, so kill plans stay as they were."""
     rng = random.Random(f"jmp-chaos-power:{plan.seed}:{plan.index}:{short}")
@@ -244,7 +292,7 @@ def parse_cut(spec: str) -> Cut:
     return Cut(**fields)
 
 
-def _cut(rng: random.Random) -> Cut:
+def _cut(rng: random.Random, quick: bool = False) -> Cut:
     phase = rng.choice(CUT_PHASES)
     data = rng.choice(DATA_VARIANTS)
     dirs = rng.choice(DIR_VARIANTS)
@@ -258,9 +306,10 @@ def _cut(rng: random.Random) -> Cut:
         nth = rng.randint(1, 2) if contains or "context" in pattern else rng.randint(1, 8)
         return Cut("fs", nth, op, pattern, contains, timing, data=data, dirs=dirs, seed=seed)
     if phase == "random":
-        delay = round(rng.uniform(0.2, 6.0), 2)
+        delay = round(rng.uniform(0.2, 3.0 if quick else 6.0), 2)
         return Cut("random", 1, delay=delay, data=data, dirs=dirs, seed=seed)
-    nth = rng.randint(1, 3) if phase != "between" else rng.randint(2, 14)
+    soon = (1, 2, 2, 8) if quick else (1, 3, 2, 14)
+    nth = rng.randint(*soon[:2]) if phase != "between" else rng.randint(*soon[2:])
     delay = round(rng.uniform(0.0, 0.15), 3)
     chunk = rng.randint(0, 6)
     return Cut(phase, nth, delay=delay, chunk=chunk, data=data, dirs=dirs, seed=seed)
