@@ -31,6 +31,7 @@ from jmp_lab.chaos.plan import IterationPlan, aimed, make_plan, make_quick_plan,
 from jmp_lab.chaos.powercut.control import available
 from jmp_lab.chaos.powercut.model import MODELS
 from jmp_lab.chaos.targets import stop_pool
+from protocol.spawn import SPAWN_CWD, child_pythonpath, module_argv
 
 POWER_MODES = ("off", "mix", "only")
 
@@ -74,6 +75,8 @@ def campaign(
     reports = []
     started = time.monotonic()
     try:
+        if warm is None and jmp is None:
+            prestart_pool(base / "warm")
         todo = plans or [
             make_quick_plan(seed, i, is_power(power, i))
             if quick
@@ -107,6 +110,23 @@ def campaign(
         if warm is None:
             stop_pool(base / "warm")
     return totals, reports, time.monotonic() - started
+
+
+def prestart_pool(directory: Path) -> None:
+    """Start the campaign's own warm pool and wait for its preload (`workers.pool start`), so
+    the first iteration is as warm as its plan says rather than cold while the pool imports.
+    Only for this checkout's jmp: another jmp would find this pool's code stale anyway."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    env = dict(os.environ, JMP_WARM_DIR=str(directory))
+    env["PYTHONPATH"] = child_pythonpath(os.environ)
+    subprocess.run(
+        module_argv(sys.executable, "workers.pool", ["start", str(directory)]),
+        env=env,
+        cwd=SPAWN_CWD,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
 
 
 def lane_of(indices: range, first: int, lane: int, lanes: int) -> list[int]:

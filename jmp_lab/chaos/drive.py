@@ -30,6 +30,12 @@ MAX_POWER_INVOCATIONS = 20  # a cut can cost a session: the user starts over
 VERBOSE = bool(os.environ.get("JMP_CHAOS_VERBOSE"))
 ORPHAN_GRACE_S = 10.0
 PINNED = ("session", "user", "tool_started", "tool_uncertain")  # fsynced or the request itself
+# A machine so loaded that a worker does not start within the kernel's bound (a cold OpenHands
+# import past 120 s): after this many such runs in a row the user gives up on the session.
+# Counted in the table (`abandoned: workers not ready, machine load`), never hidden, and every
+# check but "it completed" still runs on what was done.
+NOT_READY = "worker not ready after"
+GIVE_UP_AFTER = 3
 
 
 @dataclass
@@ -41,6 +47,7 @@ class IterationReport:
     outcomes: list[Outcome] = field(default_factory=list)
     seconds: float = 0.0
     kept: bool = False
+    abandoned: str = ""  # why the user gave up on the session (the machine's load), if so
 
 
 class Driver:
@@ -131,11 +138,22 @@ class Driver:
     def users(self) -> int:
         return sum(1 for e in self.world.events() if e.get("kind") == "user")
 
+    def _not_ready(self) -> bool:
+        """The last GIVE_UP_AFTER runs all ended on a worker that never became ready."""
+        last = self.report.outcomes[-GIVE_UP_AFTER:]
+        return len(last) == GIVE_UP_AFTER and all(
+            o.status == "error" and NOT_READY in o.stdout and not o.kills and o.cut is None
+            for o in last
+        )
+
     def drive(self) -> None:
         request = 0
         out = self.invoke("--workspace", str(self.world.workspace), PROMPTS[0])
         limit = MAX_POWER_INVOCATIONS if self.power is not None else MAX_INVOCATIONS
         for _ in range(limit):
+            if self._not_ready():
+                self.report.abandoned = f"{GIVE_UP_AFTER} runs in a row: a worker not ready"
+                return
             sid = self.world.session_id
             if sid is None:  # killed before the session existed: start over
                 out = self.invoke("--workspace", str(self.world.workspace), PROMPTS[0])
@@ -222,6 +240,10 @@ def run_iteration(
     try:
         driver.drive()
         driver.verify()
+        if driver.report.abandoned:  # the machine, not jmp: counted, every other check kept
+            report = driver.report
+            report.figures["abandoned: workers not ready, machine load"] += 1
+            report.violations = [v for v in report.violations if not v.startswith("not-comp")]
     except Exception as exc:  # a runner failure is reported, never hidden
         frame = traceback.extract_tb(exc.__traceback__)[-1]
         where = f"{Path(frame.filename).name}:{frame.lineno}"
