@@ -52,13 +52,40 @@ def jmp(short_tmp: Path, servers: tuple[Any, Any]) -> Any:
     return Cli(short_tmp, *servers)
 
 
+def _distributing(config: pytest.Config) -> bool:
+    """This process hands the tests to pytest-xdist workers (`make test`: `-n 2`) and runs
+    none itself: each worker is a session of its own, with its own pool."""
+    return getattr(config.option, "dist", "no") != "no" and not hasattr(config, "workerinput")
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under `-n` (the default `--dist load`): a whole file to one worker, as `--dist loadfile`
+    (its module fixtures are made once), and the whole security matrix (tests/security) to one
+    worker: its rows share one run per cell (tests/security/scenarios.py), which two workers
+    would each make."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class FilesAndTheMatrix(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return "tests/security" if path.startswith("tests/security/") else path
+
+    return FilesAndTheMatrix(config, log)
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """The suite's private pool dir is made before collection; on a run of whole directories
     (`make test`) the pool is launched now, so its imports overlap collection instead of the
     first tests (which would spawn cold meanwhile). A run of single files launches it later,
-    and only when a test talks to the loopback models."""
+    and only when a test talks to the loopback models. Under pytest-xdist each worker does
+    this for itself; the process that distributes the tests makes no pool."""
     from tests.support.warm import launch_pool, make_pool_dir
 
+    if _distributing(session.config):
+        return
     os.environ.setdefault("JMP_WARM", "1")
     private = make_pool_dir("p")  # and removes the dirs of killed runs
     os.environ["JMP_WARM_DIR"] = str(private)

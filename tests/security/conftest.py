@@ -36,9 +36,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("cell", params)
 
 
+_WANTED: list[tuple[str, Cell]] = []  # under pytest-xdist: prefetched at the first row
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The runs the selected rows need start now, in the background (scenarios.prefetch), with
-    the environment as it is before any test changes it."""
+    the environment as it is before any test changes it. Under pytest-xdist every worker
+    collects every row but only one runs them (tests/conftest.py's scheduler): that one starts
+    the runs at its first row."""
     if session.config.option.collectonly:
         return
     wanted = []
@@ -49,6 +54,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
             wanted += [(name, cell) for name in scenarios.SCENARIOS if name in item.fixturenames]
     if wanted:
         world.snapshot_environment()
+        if hasattr(session.config, "workerinput"):
+            _WANTED[:] = wanted
+        else:
+            scenarios.prefetch(wanted)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if _WANTED:
+        wanted, _WANTED[:] = list(_WANTED), []
         scenarios.prefetch(wanted)
 
 
