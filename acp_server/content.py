@@ -14,6 +14,8 @@ from acp.schema import (
     TextResourceContents,
 )
 
+from kernel.store.context_blocks import context_block
+
 ACCEPTED = "text, resource links and embedded text resources"
 LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # JSON can carry them; UTF-8 cannot
 
@@ -33,8 +35,7 @@ def prompt_text(blocks: Sequence[Any]) -> str:
         elif isinstance(block, EmbeddedResourceContentBlock) and isinstance(
             block.resource, TextResourceContents
         ):
-            resource = block.resource
-            parts.append(f"\n\nContext from {resource.uri}:\n```\n{resource.text}\n```\n")
+            parts.append(context_block(block.resource.uri, block.resource.text))
         else:
             kind = getattr(block, "type", type(block).__name__)
             raise RequestError.invalid_params(

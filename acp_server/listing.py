@@ -9,6 +9,8 @@ from acp.schema import SessionInfo
 
 from kernel.store.catalog import SessionInfo as Row
 
+UNTITLED = "New session (no prompt yet)"  # a session is titled by its first request
+
 
 def session_infos(rows: list[Row], cwd: str | None) -> list[SessionInfo]:
     """Every session (of cwd's workspace when cwd is given), with its title and last activity."""
@@ -26,7 +28,7 @@ def session_infos(rows: list[Row], cwd: str | None) -> list[SessionInfo]:
             SessionInfo(
                 session_id=row.session_id,
                 cwd=row.workspace,
-                title=row.title or None,
+                title=row.title or UNTITLED,
                 updated_at=when,
             )
         )

@@ -7,14 +7,17 @@ cancelled request (the client cancelled the turn) records nothing.
 
 from __future__ import annotations
 
+import asyncio
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from acp import RequestError, text_block, tool_content
 from acp.schema import AllowedOutcome, PermissionOption, ToolCallUpdate
 
+from acp_server.modes import CANCEL_GRACE_S, CANCELLED_REQUEST, WAIT_POLL_S
 from acp_server.updates import title, tool_kind
-from kernel.store.pending import CallRecord
+from kernel.store.pending import CallRecord, cause_of
 
 if TYPE_CHECKING:
     from acp_server.server import JmpAcpAgent
@@ -35,11 +38,7 @@ OPTIONS = [
 def describe(waiting: Sequence[CallRecord], handle: Handle) -> ToolCallUpdate:
     """One request naming every uncertain call: its tool and command or target."""
     workspace = handle.session.workspace
-    lines = [
-        f"{record.started.tool} {record.started.target!r}: started, no recorded end; "
-        "its effect is unknown and nothing re-ran it."
-        for record in waiting
-    ]
+    lines = [f"{r.started.tool} {r.started.target!r}: {_why(r)}" for r in waiting]
     first = waiting[0].started
     heading = title(first.tool, first.target, workspace)
     if len(waiting) > 1:
@@ -47,7 +46,7 @@ def describe(waiting: Sequence[CallRecord], handle: Handle) -> ToolCallUpdate:
     text = (
         "Interrupted, outcome unknown. "
         + " ".join(lines)
-        + (" Acknowledge to continue with this uncertainty on record (as --ack-interrupted).")
+        + " Acknowledge to continue with this uncertainty on record (nothing is re-run)."
     )
     return ToolCallUpdate(
         tool_call_id=first.call_id,
@@ -58,19 +57,51 @@ def describe(waiting: Sequence[CallRecord], handle: Handle) -> ToolCallUpdate:
     )
 
 
+def _why(record: CallRecord) -> str:
+    """How this call was stopped (kernel/loop/resume.py: cause_of), and that nothing re-ran."""
+    cause = cause_of(record)
+    if cause == "cancelled":
+        return (
+            "you cancelled it before it finished; what it did until then is unknown and "
+            "nothing re-ran it."
+        )
+    if cause == "worker_exit":
+        mcp = record.uncertain is not None and record.uncertain.mcp_server
+        died = "an MCP server died" if mcp else "the tool worker died"
+        return f"{died} during it; its effect is unknown and nothing re-ran it."
+    return (
+        "started, no recorded end (jmp was stopped during it); its effect is unknown and "
+        "nothing re-ran it."
+    )
+
+
 async def ask(server: JmpAcpAgent, handle: Handle, waiting: Sequence[CallRecord]) -> bool | None:
-    """True: acknowledge; False: stop (still blocked); None: the client cancelled the turn."""
+    """True: acknowledge; False: stop (still blocked); None: the turn was cancelled (the
+    client answered `cancelled`, or did not within CANCEL_GRACE_S of a cancel or close), or
+    the client is going."""
     client = server.client
     if client is None:
         return False
-    try:  # redacted by the transport with the session's redactor, as every message of it
-        reply = await client.request_permission(
+    # Redacted by the transport with the session's redactor, as every message of it.
+    asking = asyncio.ensure_future(
+        client.request_permission(
             session_id=handle.id, tool_call=describe(waiting, handle), options=OPTIONS
         )
+    )
+    cancelled_at: float | None = None
+    while not asking.done():
+        await asyncio.wait({asking}, timeout=WAIT_POLL_S)
+        if not asking.done() and handle.agent.cancel.is_set():
+            cancelled_at = cancelled_at or time.monotonic()
+            if time.monotonic() - cancelled_at > CANCEL_GRACE_S:
+                asking.cancel()
+                return None
+    try:
+        reply = asking.result()
     except ConnectionError:
         return None
-    except RequestError:  # a client that cannot ask: the safe answer is to stay blocked
-        return False
+    except RequestError as exc:  # ours at shutdown; else a client that cannot ask: stay blocked
+        return None if exc.code == CANCELLED_REQUEST else False
     outcome = reply.outcome
     if isinstance(outcome, AllowedOutcome):
         return outcome.option_id == ACKNOWLEDGE

@@ -1,4 +1,5 @@
-"""The ACP agent: initialize, session/new, /load, /list, /prompt, /cancel over the SDK's router.
+"""The ACP agent: initialize, session/prompt and /cancel over the SDK's router, and the session
+methods of acp_server/session_methods.py (new, load, resume, close, set_mode, list).
 
 The event loop only routes messages; every kernel call runs in a worker thread, so the
 connection stays responsive (a cancel arrives while a prompt runs). A run's events become
@@ -14,44 +15,31 @@ import concurrent.futures
 import contextlib
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from functools import partial
 from typing import Any, TypeVar
 
-from acp import PROTOCOL_VERSION, RequestError
+from acp import RequestError
 from acp.interfaces import Client
 from acp.schema import (
-    AgentCapabilities,
-    Implementation,
     InitializeResponse,
-    ListSessionsResponse,
-    LoadSessionResponse,
-    McpCapabilities,
-    NewSessionResponse,
-    PromptCapabilities,
     PromptResponse,
-    SessionCapabilities,
-    SessionListCapabilities,
 )
 
-from acp_server import permission, sessions
+from acp_server import hello, permission
+from acp_server.config import WARM_SESSIONS
 from acp_server.content import prompt_text
 from acp_server.errors import JMP_ERROR, NOT_FOUND, as_request_error
-from acp_server.sessions import ClientServer, Config, Handle
-from acp_server.sink import Sink
+from acp_server.session_methods import SessionMethods
+from acp_server.sessions import Config, Handle
 from acp_server.updates import Update
 from kernel.store import pending
-from kernel.store.catalog import list_sessions
 from kernel.store.redact import Redactor
 
-SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
-# Sessions whose workers stay alive between prompts (the most recently prompted ones): an editor
-# may open dozens of threads, and each warm session holds three workers (one imports OpenHands).
-WARM_SESSIONS = 4
 T = TypeVar("T")
 
 
-class JmpAcpAgent:
+class JmpAcpAgent(SessionMethods):
     """jmp behind the ACP `Agent` interface (the SDK calls these with snake_case fields)."""
 
     def __init__(self, config: Config, version: str = "", warm: int = WARM_SESSIONS) -> None:
@@ -72,76 +60,12 @@ class JmpAcpAgent:
     # --- lifecycle ----------------------------------------------------------------------
 
     async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
-        """The client's version if supported, else the latest (the spec's negotiation)."""
-        chosen = protocol_version if protocol_version in SUPPORTED_VERSIONS else PROTOCOL_VERSION
-        return InitializeResponse(
-            protocol_version=chosen,
-            agent_capabilities=AgentCapabilities(
-                load_session=True,
-                prompt_capabilities=PromptCapabilities(
-                    image=False, audio=False, embedded_context=True
-                ),
-                mcp_capabilities=McpCapabilities(http=True, sse=True),
-                session_capabilities=SessionCapabilities(list=SessionListCapabilities()),
-            ),
-            auth_methods=[],
-            agent_info=Implementation(name="jmp", title="jmp", version=self.version or "0"),
-        )
+        """The answer acp_server/hello.py gives before the SDK is loaded, as a model."""
+        return InitializeResponse.model_validate(hello.result(protocol_version, self.version))
 
     async def authenticate(self, method_id: str, **_: Any) -> None:
         reason = "jmp has no auth methods: its keys come from the environment"
         raise RequestError.invalid_params({"reason": reason})
-
-    async def new_session(
-        self, cwd: str, mcp_servers: Sequence[ClientServer] | None = None, **_: Any
-    ) -> NewSessionResponse:
-        sink = Sink(self)
-        client = list(mcp_servers or ())
-        handle = await self._call(
-            partial(sessions.create, self.config, cwd, client, sink),
-            redactor=self.config.request_redactor(client),
-        )
-        sink.bind(handle)
-        self.handles[handle.id] = handle
-        return NewSessionResponse(session_id=handle.id)
-
-    async def load_session(
-        self,
-        cwd: str,
-        session_id: str,
-        mcp_servers: Sequence[ClientServer] | None = None,
-        **_: Any,
-    ) -> LoadSessionResponse:
-        """Replay the history as updates, all before this response."""
-        previous = self.handles.get(session_id)
-        if previous is not None:
-            await self._settled(previous)
-            if previous.busy:
-                raise RequestError(JMP_ERROR, f"session {session_id} has a prompt running")
-            self.handles.pop(session_id, None)
-            await self._call(previous.close)  # reopened below with the client's servers
-        sink = Sink(self)
-        client = list(mcp_servers or ())
-        handle = await self._call(
-            partial(sessions.load, self.config, session_id, cwd, client, sink),
-            redactor=self.config.request_redactor(client),
-        )
-        self.handles[handle.id] = handle
-        translator = sink.bind(handle)
-        for update in translator.replay(list(handle.session.events)):
-            await self.send_update(handle, update)
-        return LoadSessionResponse()
-
-    async def list_sessions(self, cwd: str | None = None, **_: Any) -> ListSessionsResponse:
-        from acp_server.listing import session_infos
-
-        def listing() -> ListSessionsResponse:
-            if cwd is not None:
-                sessions.check_text(cwd, "cwd")  # before a Path sees it
-            rows = list_sessions(self.config.home)
-            return ListSessionsResponse(sessions=session_infos(rows, cwd))
-
-        return await self._call(listing)
 
     # --- prompts ------------------------------------------------------------------------
 
@@ -257,6 +181,12 @@ class JmpAcpAgent:
         if self.client is None or self.closed:
             return
         await self.client.session_update(session_id=handle.id, update=update)
+
+    def stop_runs(self) -> None:
+        """The client is going (stdin ended, or SIGTERM): cancel every run; each prompt still
+        gets its response, and its last updates go out first (acp_server/wire.py waits)."""
+        for handle in self.handles.values():
+            handle.agent.cancel.set()
 
     async def shutdown(self) -> None:
         """Cancel every run, wait for it, release every session's workers and lock."""

@@ -1,15 +1,16 @@
-"""Session events as ACP session updates: live (one event at a time) and replayed (a whole log).
+"""Session events as ACP session updates: the shape of each tool call and message.
 
-Pure functions over persisted, already redacted events: nothing here sees unvalidated
-arguments or partial model output (`tool_started` is written after validation, `final` after
-the answer is complete, and `model_progress` carries counts only and is never turned into an
-update).
+Pure functions over persisted, already redacted events and the validated request artifact:
+nothing here sees unvalidated arguments or a partial answer (`tool_started` is written after
+validation, `final` after the answer is complete; the streamed answer is acp_server/stream.py's).
+The per-session state (which calls the client has seen, the stream) is acp_server/translator.py.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterator, Sequence
+import contextlib
+import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,10 @@ from acp import (
     tool_diff_content,
     update_agent_message_text,
     update_tool_call,
-    update_user_message_text,
 )
 from acp.schema import (
     AgentMessageChunk,
+    AgentThoughtChunk,
     ToolCallLocation,
     ToolCallProgress,
     ToolCallStart,
@@ -31,23 +32,31 @@ from acp.schema import (
     UserMessageChunk,
 )
 
+from kernel.loop.resume import ACK_HINT
 from protocol import catalog
 from protocol.events import (
-    Event,
+    ApprovalData,
     FinalData,
     ToolFinishedData,
     ToolStartedData,
     ToolUncertainData,
-    UserData,
 )
 
-Update = AgentMessageChunk | UserMessageChunk | ToolCallStart | ToolCallProgress
-ReadArtifact = Callable[[str], str]
+Update = AgentMessageChunk | AgentThoughtChunk | UserMessageChunk | ToolCallStart | ToolCallProgress
+Request = dict[str, Any]  # a call's validated request artifact: {tool, arguments, target}
 
 TITLE_CHARS = 120
+FIND_LINE_BYTES = 4 * 1024 * 1024  # a str_replace's line is looked for in files up to this
 # Statuses whose summary is the agent's message: the answer, the question, the reason, the
 # error. A cancelled turn says so through its stop reason; a compaction is not a turn.
 SPOKEN = ("completed", "needs_input", "blocked", "error")
+# The CLI's flag in a blocked summary (kernel/loop/resume.py ACK_HINT), said as an editor does it.
+EDITOR_ACK = "send your next prompt and choose “Acknowledge” when asked"
+STOPPED = {
+    "cancelled": "you cancelled it",
+    "timeout": "it reached its time limit",
+    "output_cap": "it reached the output cap",
+}
 
 
 def tool_kind(tool: str) -> ToolKind:
@@ -70,34 +79,62 @@ def is_file_tool(tool: str) -> bool:
 
 
 def title(tool: str, target: str, workspace: Path) -> str:
-    """A readable one-line title: "Edit src/app.py", "Run pytest -q", "MCP echo hi"."""
-    shown = _relative(target, workspace) if is_file_tool(tool) else target
+    """A readable one-line title: "Edit src/app.py", "Run pytest -q", "MCP glossary: lookup"
+    (an MCP call's target is its server)."""
     if tool.startswith("mcp."):
-        verb = f"MCP {tool[4:]}"
-    else:
-        verb = "Run" if catalog.is_shell(tool) else tool.capitalize()
+        return _clip(f"MCP {target}: {tool[4:]}" if target else f"MCP {tool[4:]}")
+    shown = _relative(target, workspace) if is_file_tool(tool) else target
+    verb = "Run" if catalog.is_shell(tool) else tool.capitalize()
     return _clip(f"{verb} {_clip(shown)}".strip())
 
 
-def started(data: ToolStartedData, workspace: Path) -> ToolCallStart:
-    """`tool_started` -> a `tool_call` in progress, with the file as location for file tools."""
+def started(data: ToolStartedData, workspace: Path, request: Request | None) -> ToolCallStart:
+    """`tool_started` -> a `tool_call` in progress, with the file (and line) as location."""
     return start_tool_call(
         data.call_id,
         title(data.tool, data.target, workspace),
         kind=tool_kind(data.tool),
         status="in_progress",
-        locations=_locations(data.tool, data.target, workspace),
+        locations=locations(data.tool, data.target, workspace, request),
     )
 
 
-def finished(data: ToolFinishedData, request: dict[str, Any] | None) -> ToolCallProgress:
-    """`tool_finished` -> completed or failed, the output preview as text, a diff for edits."""
-    text = data.text or data.error or "(no output)"
-    if data.exit_code is not None and catalog.is_shell(data.tool):
-        text = f"{text}\n[exit code {data.exit_code}]"
+def proposed(
+    call_id: str, tool: str, target: str, arguments: dict[str, Any], workspace: Path
+) -> ToolCallStart:
+    """A call waiting for the person's answer (ACP `ask` mode): `pending`, with what it would
+    do (the diff of a write or edit, the command), before anything started."""
+    request = {"tool": tool, "arguments": arguments, "target": target}
+    content: list[Any] = diff(tool, request) or [tool_content(text_block(target or tool))]
+    return start_tool_call(
+        call_id,
+        title(tool, target, workspace),
+        kind=tool_kind(tool),
+        status="pending",
+        content=content,
+        locations=locations(tool, target, workspace, request),
+        raw_input=arguments,
+    )
+
+
+def finished(data: ToolFinishedData, request: Request | None) -> ToolCallProgress:
+    """`tool_finished` -> completed or failed, the output preview as text, a diff for edits.
+    A shell command says its exit code once: how it was stopped, if it was, instead."""
+    # What a person is shown (a command's output without the notes for the model, the text a
+    # read returned); a writer's change is its diff, below.
+    shown = data.display if data.display and catalog.effect_of(data.tool) != "writes_target" else ""
+    text = shown or data.text or data.error or "(no output)"
+    if catalog.is_shell(data.tool):
+        if data.interrupted:
+            why = STOPPED.get(data.reason, "it was stopped")
+            text = f"{text}\n[stopped before it finished: {why}; it has no exit code]"
+        elif data.exit_code == -1:
+            text = f"{text}\n[still running when recorded: it has no exit code]"
+        elif data.exit_code is not None:
+            text = f"{text}\n[exit code {data.exit_code}]"
     content: list[Any] = [tool_content(text_block(text))]
     if data.status == "ok" and request is not None:
-        content.extend(_diff(data.tool, request))
+        content.extend(diff(data.tool, request))
     return update_tool_call(
         data.call_id,
         status="completed" if data.status == "ok" else "failed",
@@ -113,7 +150,14 @@ def uncertain(data: ToolUncertainData) -> ToolCallProgress:
 
 
 def uncertain_text(data: ToolUncertainData) -> str:
+    """What made the outcome unknown, in the person's words: their own cancel, jmp stopping, or
+    a worker (or MCP server) dying."""
     state = "acknowledged" if data.acknowledged else "not acknowledged yet"
+    if data.cause == "cancelled":
+        return (
+            f"Outcome unknown: you cancelled this call before it finished ({state}); what it "
+            f"did until then is unknown. {data.note}"
+        )
     if data.cause == "kernel_exit":
         cause = "jmp itself was stopped"
     else:
@@ -121,116 +165,29 @@ def uncertain_text(data: ToolUncertainData) -> str:
     return f"Outcome unknown: {cause} during this call ({state}). {data.note}"
 
 
-def message(data: FinalData) -> AgentMessageChunk | None:
-    """The turn's message: the answer, the question, the blocking reason or the error."""
+def refused(data: ApprovalData) -> ToolCallProgress:
+    """A rejected (or cancelled) approval: the call never started."""
+    why = "You rejected this call" if data.decision == "rejected" else "Cancelled while asked"
+    text = f"{why}: it did not run, and jmp was told."
+    return update_tool_call(data.call_id, status="failed", content=[tool_content(text_block(text))])
+
+
+def said(data: FinalData) -> str:
+    """The turn's message text ('' for none): the answer, the question, the blocking reason or
+    the error, with the CLI's way to go on said as an editor does it."""
     if data.status not in SPOKEN or not data.summary:
-        return None
-    return update_agent_message_text(data.summary)
+        return ""
+    return data.summary.replace(ACK_HINT, EDITOR_ACK)
 
 
-class Translator:
-    """One session's events as updates. Remembers which calls the client has seen, so that an
-    end whose start the client never saw arrives as a whole (failed) `tool_call`."""
-
-    def __init__(self, workspace: Path, read_artifact: ReadArtifact | None = None) -> None:
-        self.workspace = workspace
-        self.read_artifact = read_artifact
-        self._started: dict[str, ToolStartedData] = {}
-        self._announced: set[str] = set()
-
-    def live(self, event: Event) -> list[Update]:
-        """The updates one live event becomes (none for routing, usage, progress, ...)."""
-        data = event.data
-        if isinstance(data, ToolStartedData):
-            self._started[data.call_id] = data
-            self._announced.add(data.call_id)
-            return [started(data, self.workspace)]
-        if isinstance(data, ToolFinishedData):
-            update = finished(data, self._request(data.call_id))
-            return self._end(data.call_id, update, data.tool, data.target)
-        if isinstance(data, ToolUncertainData):
-            return self._end(data.call_id, uncertain(data), data.tool, data.target)
-        if isinstance(data, FinalData):
-            spoken = message(data)
-            return [spoken] if spoken is not None else []
-        return []
-
-    def replay(self, events: Sequence[Event]) -> Iterator[Update]:
-        """A whole history in log order: user messages, each tool call followed by its final
-        update, final messages. A call with no recorded end is replayed as outcome unknown."""
-        ends = _last_ends(events)
-        for event in events:
-            data = event.data
-            if isinstance(data, UserData):
-                yield update_user_message_text(data.text)
-            elif isinstance(data, ToolStartedData):
-                self._started[data.call_id] = data
-                self._announced.add(data.call_id)
-                yield started(data, self.workspace)
-                end = ends.get(data.call_id)
-                if isinstance(end, ToolFinishedData):
-                    yield finished(end, self._request(data.call_id))
-                elif isinstance(end, ToolUncertainData):
-                    yield uncertain(end)
-                else:
-                    text = tool_content(text_block(PENDING_TEXT))
-                    yield update_tool_call(data.call_id, status="failed", content=[text])
-            elif isinstance(data, FinalData):
-                spoken = message(data)
-                if spoken is not None:
-                    yield spoken
-
-    def _end(self, call_id: str, update: ToolCallProgress, tool: str, target: str) -> list[Update]:
-        if call_id in self._announced:
-            return [update]
-        # The client never saw this call start (e.g. acknowledged in a fresh process before
-        # any load): send it whole rather than an update for an unknown id.
-        self._announced.add(call_id)
-        return [
-            start_tool_call(
-                call_id,
-                title(tool, target, self.workspace),
-                kind=tool_kind(tool),
-                status=update.status,
-                content=update.content,
-                locations=_locations(tool, target, self.workspace),
-            )
-        ]
-
-    def _request(self, call_id: str) -> dict[str, Any] | None:
-        """The call's validated request artifact, or None (a missing one costs only a diff)."""
-        begun = self._started.get(call_id)
-        if begun is None or self.read_artifact is None or not begun.request:
-            return None
-        try:
-            loaded = json.loads(self.read_artifact(begun.request))
-        except Exception:
-            return None
-        return loaded if isinstance(loaded, dict) else None
+def message(data: FinalData) -> AgentMessageChunk | None:
+    text = said(data)
+    return update_agent_message_text(text) if text else None
 
 
-PENDING_TEXT = (
-    "Outcome unknown: this call started and has no recorded end (jmp was stopped during it). "
-    "Nothing re-ran it; the next prompt asks whether to acknowledge it."
-)
-
-
-def _last_ends(events: Sequence[Event]) -> dict[str, ToolFinishedData | ToolUncertainData]:
-    """The last end record per call: a later tool_uncertain (acknowledged) wins."""
-    ends: dict[str, ToolFinishedData | ToolUncertainData] = {}
-    for event in events:
-        data = event.data
-        if isinstance(data, ToolFinishedData):
-            ends[data.call_id] = data
-        elif isinstance(data, ToolUncertainData):
-            previous = ends.get(data.call_id)
-            if not (isinstance(previous, ToolFinishedData) and previous.exit_code != -1):
-                ends[data.call_id] = data
-    return ends
-
-
-def _diff(tool: str, request: dict[str, Any]) -> list[Any]:
-    """A diff from the validated arguments of a write (new file text) or a str_replace edit."""
+def diff(tool: str, request: Request) -> list[Any]:
+    """A diff from the validated arguments: a write (new file text), a str_replace edit (old_str
+    -> new_str), an insert (the new lines, added)."""
     args = request.get("arguments") or {}
     path = str(request.get("target") or args.get("path") or "")
     if catalog.effect_of(tool) != "writes_target" or not path or not isinstance(args, dict):
@@ -240,14 +197,53 @@ def _diff(tool: str, request: dict[str, Any]) -> list[Any]:
     old, new = args.get("old_str"), args.get("new_str")
     if args.get("command") == "str_replace" and isinstance(old, str) and isinstance(new, str):
         return [tool_diff_content(path, new, old)]
+    if args.get("command") == "insert" and isinstance(new, str):
+        return [tool_diff_content(path, new, "")]
     return []
 
 
-def _locations(tool: str, target: str, workspace: Path) -> list[ToolCallLocation] | None:
+def locations(
+    tool: str, target: str, workspace: Path, request: Request | None = None
+) -> list[ToolCallLocation] | None:
+    """The file of a file tool, with its 1-based line where the arguments give one."""
     if not is_file_tool(tool) or not target:
         return None
     path = Path(target)
-    return [ToolCallLocation(path=str(path if path.is_absolute() else workspace / path))]
+    path = path if path.is_absolute() else workspace / path
+    args = (request or {}).get("arguments") or {}
+    return [ToolCallLocation(path=str(path), line=_line(args, path))]
+
+
+def _line(args: Any, path: Path) -> int | None:
+    if not isinstance(args, dict):
+        return None
+    view = args.get("view_range")
+    if isinstance(view, list) and view and isinstance(view[0], int) and view[0] > 0:
+        return int(view[0])
+    if args.get("command") == "insert" and isinstance(args.get("insert_line"), int):
+        return max(1, int(args["insert_line"]) + 1)  # the first inserted line
+    if "file_text" in args:
+        return 1
+    for text in (args.get("old_str"), args.get("new_str")):  # before the edit, then after
+        if isinstance(text, str) and text:
+            found = _find_line(path, text)
+            if found is not None:
+                return found
+    return None
+
+
+def _find_line(path: Path, text: str) -> int | None:
+    """The line where text begins in a regular file (never a FIFO or a huge one), or None."""
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        with os.fdopen(fd, "rb") as f:
+            info = os.fstat(f.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > FIND_LINE_BYTES:
+                return None
+            content = f.read().decode()
+        at = content.find(text)
+        return content.count("\n", 0, at) + 1 if at >= 0 else None
+    return None
 
 
 def _relative(target: str, workspace: Path) -> str:

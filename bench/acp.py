@@ -7,6 +7,9 @@ one `agent.run(prompt=...)` per prompt. ACP: `python main.py --acp` as a child, 
 ACP SDK's client side over stdio, one `session/prompt` per prompt, timed at the client (so the
 JSON-RPC framing, the thread hand-off, the blocking in-order updates and the pipe are all in).
 Start-up is excluded (a warm-up prompt each); prompts alternate between the sides.
+
+Start-up (issue 24 item 7) is a second table: spawn to the answer of `initialize`, beside the
+interpreter's own start and the start plus `import acp` (the SDK), interleaved, same machine.
 """
 
 from __future__ import annotations
@@ -221,8 +224,68 @@ def table(data: dict[str, list[float]]) -> str:
     return "\n".join(rows)
 
 
+STARTS = 5  # interleaved start-ups per row
+HELLO = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":1}}\n'
+
+
+def _spawned(argv: list[str], env: dict[str, str], hello: bool) -> float:
+    """ms from spawn to the first line of stdout (hello) or to the exit."""
+    import subprocess
+
+    began = time.perf_counter()
+    proc = subprocess.Popen(
+        argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    assert proc.stdin is not None and proc.stdout is not None
+    if hello:
+        proc.stdin.write(HELLO)
+        proc.stdin.flush()
+        if not proc.stdout.readline():
+            raise RuntimeError("jmp --acp did not answer initialize")
+    spent = (time.perf_counter() - began) * 1000
+    proc.stdin.close()
+    proc.wait(timeout=120)
+    if not hello:
+        spent = (time.perf_counter() - began) * 1000
+    return spent
+
+
+def startup(starts: int = STARTS) -> dict[str, list[float]]:
+    """ms per start-up, interleaved: python alone, python + import acp, jmp --acp initialize."""
+    base = Path(tempfile.mkdtemp(prefix="jbacps", dir="/tmp"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JMP_", "JEV_", "FLASH_"))}
+    env |= {"JMP_SESSIONS_DIR": str(base / "home"), "PYTHONDONTWRITEBYTECODE": "1"}
+    rows = {
+        "python -c pass": ([sys.executable, "-c", "pass"], False),
+        "python -c 'import acp' (the SDK)": ([sys.executable, "-c", "import acp"], False),
+        "jmp --acp: initialize answered": ([sys.executable, str(ROOT / "main.py"), "--acp"], True),
+    }
+    out: dict[str, list[float]] = {name: [] for name in rows}
+    try:
+        for _ in range(starts):
+            for name, (argv, hello) in rows.items():
+                out[name].append(_spawned(argv, env, hello))
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    return out
+
+
+def startup_table(data: dict[str, list[float]]) -> str:
+    med = statistics.median
+    rows = ["| start-up | median ms | min | max |", "|---|---|---|---|"]
+    for name, samples in data.items():
+        rows.append(f"| {name} | {med(samples):.0f} | {min(samples):.0f} | {max(samples):.0f} |")
+    python, sdk, hello = (med(v) for v in data.values())
+    rows += [
+        "",
+        f"initialize / (python + SDK import): {hello / sdk:.2f}x; initialize - python start: "
+        f"{hello - python:+.0f} ms; {len(data['python -c pass'])} interleaved start-ups per row",
+    ]
+    return "\n".join(rows)
+
+
 def run() -> str:
-    return table(measure())
+    return startup_table(startup()) + "\n\n" + table(measure())
 
 
 if __name__ == "__main__":

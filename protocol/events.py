@@ -1,6 +1,7 @@
 """Event-log records (CONTRACT.md section 5): the envelope and one data struct per kind.
 
-The envelope is `{"version", "session_id", "seq", "time", "kind", "data"}`. Data structs omit
+The envelope is `{"version", "session_id", "seq", "time", "kind", "data"}`; jev-harness's own
+kinds are in protocol/harness_events.py, their base in protocol/event_base.py. Data structs omit
 `forbid_unknown_fields` and give every field added after v1 a default, so that later builds
 still read old logs and old builds skip what they do not know.
 """
@@ -11,19 +12,27 @@ from typing import Any, Literal
 
 import msgspec
 
+from protocol.event_base import Data as Data
+from protocol.harness_events import ParameterData as ParameterData
+from protocol.harness_events import ReceiptData as ReceiptData
+from protocol.harness_events import TaskData as TaskData
+
 EVENT_VERSION = 1
 
 Stage = Literal["route", "completion_review", "generate", "respond", "tool", "compaction", "recall"]
 RunStatus = Literal["completed", "needs_input", "blocked", "cancelled", "error", "compacted"]
 ToolStatus = Literal["ok", "error"]
-UncertainCause = Literal["worker_exit", "kernel_exit"]
+# worker_exit: the kernel saw the tool worker (or an MCP server) die mid-call; kernel_exit: a
+# later run found the call with no end (jmp itself was stopped); cancelled: the call's own end
+# says the person stopped it (Ctrl+C, the cancel Event) before it finished.
+UncertainCause = Literal["worker_exit", "kernel_exit", "cancelled"]
+
+ApprovalDecision = Literal["allowed", "rejected", "cancelled"]
+ApprovalScope = Literal["once", "session"]
+SessionMode = Literal["auto", "ask"]  # ACP session modes (acp_server/modes.py)
 
 # Kinds that the CLI prints with `seq: null` and that never reach events.jsonl.
 TRANSIENT_KINDS = frozenset({"model_progress", "cleanup_warning"})
-
-
-class Data(msgspec.Struct, kw_only=True, omit_defaults=False):
-    """Base of every event's `data`. Unknown fields are ignored on read."""
 
 
 class SessionData(Data):
@@ -68,57 +77,6 @@ class RouteData(Data):
     margin: float | None = None  # top minus the second highest
     accepted: bool = True  # the selection policy accepted the choice
     method: str = "jev"  # "jev", "single_option" (chosen in code) or "caller" (direct use)
-
-
-class TaskData(Data):
-    """jev-harness: the task script of this session, its inputs (redacted) and its limits."""
-
-    script: str  # absolute path
-    sha256: str  # of the script's bytes when the run began
-    inputs: dict[str, Any] = msgspec.field(default_factory=dict)
-    context: Any = None
-    max_steps: int = 20  # executed operations (the entry capture not counted)
-    timeout_s: float = 120.0  # wall clock for the run
-    limits: dict[str, Any] = msgspec.field(default_factory=dict)  # {max_steps, timeout_s} again
-    toolkits: list[str] = msgspec.field(default_factory=list)
-    tools: list[str] = msgspec.field(default_factory=list)
-    labels: list[str] = msgspec.field(default_factory=list)
-    output: str = ""  # the report's location, as the script gives it
-    tool_selection: str = "match"
-    direct_only: bool = False  # no delegation to Jev (no router, no key)
-
-
-class ParameterData(Data):
-    """jev-harness: one parameter chosen from its offered domain (or a page of it)."""
-
-    tool: str
-    parameter: str
-    question: str  # "<tool>.<parameter>" or "<tool>.<parameter>.page"
-    choice: str  # an option id, or "pageN"
-    selection: str  # "match" or "explore"
-    accepted: bool
-    method: str  # "jev", "single_option" or "caller"
-    probabilities: dict[str, float] = msgspec.field(default_factory=dict)  # the top eight
-    top: float | None = None
-    margin: float | None = None
-    confidence: float | None = None  # Jev's own figure, recorded, never used for the policy
-    offered: int = 0  # how many options the question offered
-    domain: int = 0  # how many options the whole domain held
-    context_bytes: int = 0
-    model: str = ""
-
-
-class ReceiptData(Data):
-    """jev-harness: the artifact receipt after save_report, with the verifier's verdict."""
-
-    call_id: str
-    path: str  # absolute
-    exists: bool
-    match: bool  # the saved file equals the current records
-    record_count: int
-    digest: str | None  # hex sha256 of the file's bytes (null: no file)
-    sources: list[str] = msgspec.field(default_factory=list)
-    verdict: bool | None = None  # the script's verifier over the records
 
 
 class CompletionReviewData(Data):
@@ -169,6 +127,28 @@ class ArgumentOffloadData(Data):
     arguments: dict[str, Any] = msgspec.field(default_factory=dict)
 
 
+class ApprovalData(Data):
+    """The person's answer to "may this call run?", written before its `tool_started`; a
+    rejected or cancelled call never starts. Only a front end that asks writes it (ACP's `ask`
+    mode, before each effect); the CLI never asks."""
+
+    call_id: str
+    tool: str
+    target: str
+    decision: ApprovalDecision
+    scope: ApprovalScope = "once"  # "session": the person allowed this tool for the session
+    asked: bool = True  # False: an earlier "always for this session" answered, not the person
+
+
+class ModeData(Data):
+    """A front end's session mode was set (ACP `session/set_mode`): `auto` runs effects
+    unasked (the CLI's behaviour), `ask` asks before each effect. Kept so that a new process
+    on the session keeps asking."""
+
+    mode: SessionMode
+    front_end: str = "acp"
+
+
 class ToolStartedData(Data):
     """Written and fsynced before the tool can have any effect."""
 
@@ -205,7 +185,8 @@ class ToolFinishedData(Data):
 
 
 class ToolUncertainData(Data):
-    """A call began and has no end; what it did is unknown. Only the kernel writes this."""
+    """A call began and what it did is unknown: it has no end, or its end says it was stopped
+    before it finished (`cause` says how). Only the kernel writes this."""
 
     call_id: str
     tool: str
@@ -262,6 +243,8 @@ DATA_TYPES: dict[str, type[Data]] = {
     "model_progress": ModelProgressData,
     "usage": UsageData,
     "argument_offload": ArgumentOffloadData,
+    "approval": ApprovalData,
+    "mode": ModeData,
     "tool_started": ToolStartedData,
     "tool_finished": ToolFinishedData,
     "tool_uncertain": ToolUncertainData,

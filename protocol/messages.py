@@ -130,11 +130,14 @@ class Ready(Msg, frozen=True):
 
 
 class Progress(Msg, frozen=True):
-    """Streaming progress of a model request: character counts only."""
+    """Streaming progress of a model request: character counts, and for an answer (a request
+    with no tool, stage `respond`) its new text since the last Progress. Argument text never
+    travels here, and no event carries `text` (`model_progress` is counts only)."""
 
     reply_to: str
     stage: str
-    characters: int
+    characters: int  # after this Progress's text
+    text: str = ""  # answers only: characters[characters - len(text):characters]
 
 
 class ToolProgress(Msg, frozen=True):

@@ -64,7 +64,7 @@ def test_ctrl_c_during_a_shell_command_then_a_follow_up_run(jmp: Cli) -> None:
     follow = jmp.run("--session", sid, "follow-up")
     assert follow.code == 2 and follow.result["status"] == "blocked", follow.stderr[-3000:]
     (record,) = of(jmp.log(sid), "tool_uncertain")
-    assert record["call_id"] == finished["call_id"] and record["cause"] == "kernel_exit"
+    assert record["call_id"] == finished["call_id"] and record["cause"] == "cancelled"
     assert record["acknowledged"] is False
 
     jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])

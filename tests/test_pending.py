@@ -74,3 +74,23 @@ def test_a_log_without_the_interrupted_field_decodes_with_it_false() -> None:
     event = decode_event(line)
     assert isinstance(event.data, ToolFinishedData)
     assert event.data.interrupted is False and event.data.reason == ""
+
+
+@pytest.mark.parametrize(
+    ("records", "cause"),
+    [
+        (bash("c1", unfinished=True), "kernel_exit"),  # no end: jmp was stopped during it
+        (bash("c1", exit_code=-1), "kernel_exit"),  # left running (a log from before reasons)
+        (bash("c1", exit_code=-1, interrupted=True, reason="cancelled"), "cancelled"),
+        (bash("c1", exit_code=-1, interrupted=True), "cancelled"),  # stopped, no reason given
+    ],
+)
+def test_an_uncertain_call_records_why_its_outcome_is_unknown(
+    records: list[Data], cause: str
+) -> None:
+    """Issue 24 item 1: a command the person cancelled was recorded `kernel_exit` (jmp itself
+    was stopped) by the next run; its own end says it was cancelled."""
+    from kernel.store.pending import cause_of
+
+    (record,) = unsettled(log(*records))
+    assert cause_of(record) == cause

@@ -156,6 +156,7 @@ def test_cancel_interrupts_a_running_command(shared: Tools) -> None:
     assert result.interrupted and result.status == "error"
     # unfinished, whatever the shell said after C-c (130) or the SIGKILL that followed (137)
     assert result.exit_code == -1 and result.reason == "cancelled"
+    assert "exit code" not in result.text and "interrupted by cancel" in result.text  # one fact
     assert live_with(f"sleep 3{marker}") == []
     assert call(shared, "bash", command="echo still-here").text.startswith("still-here")
 

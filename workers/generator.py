@@ -202,7 +202,8 @@ class GeneratorHandler:
     def generate(
         self, request: Generate, send: Callable[[Msg], None], cancel: threading.Event
     ) -> Msg:
-        """Stream one completion; Progress carries character counts only, never the text."""
+        """Stream one completion; Progress carries character counts, and an answer's new text
+        (a request with no tool), never argument text."""
         client = self.client
         assert client is not None
         kwargs = request_kwargs(request, self.settings.model)
@@ -210,6 +211,7 @@ class GeneratorHandler:
         limits = self.settings
         stream = Stream(tool, limits.arguments_chars if tool else limits.answer_chars)
         started, last_progress = time.monotonic(), float("-inf")
+        told = 0  # parts of an answer's text already sent (never an argument's)
         try:
             opened = stream_cancellable(lambda: client.chat.completions.create(**kwargs), cancel)
             with contextlib.closing(opened) as chunks:  # closing it closes the HTTP stream
@@ -220,11 +222,14 @@ class GeneratorHandler:
                     now = time.monotonic()
                     if stream.characters and now - last_progress >= PROGRESS_EVERY_S:
                         last_progress = now
+                        text = "" if tool else repaired("".join(stream.parts[told:]))
+                        told = len(stream.parts)
                         send(
                             Progress(
                                 reply_to=request.id,
                                 stage=request.stage,
                                 characters=stream.characters,
+                                text=text,
                             )
                         )
         except Cancelled:

@@ -122,6 +122,8 @@ def bash_result(ident: str, outcome: Outcome, bash: BashRunner, seconds: float) 
         suffix = f"\n[{error}.]"
     elif outcome.reason == "cancelled":
         error = "interrupted by cancel"
+        # The shell's own line after C-c ("exit code 130") would contradict exit_code -1.
+        suffix = "\n[interrupted by cancel; the command did not finish.]"
     prefix = meta.prefix if outcome.output is None else ""  # kept output is whole: no "[...]"
     text = strip_ansi(f"{prefix}{body}{suffix}").strip("\n")
     if not error and obs.is_error:

@@ -13,6 +13,7 @@ import msgspec
 
 from protocol.catalog import effect_of, is_shell, is_snapshot
 from protocol.events import (
+    ApprovalData,
     ErrorData,
     Event,
     FinalData,
@@ -26,6 +27,7 @@ CallStatus = Literal["pending", "ok", "error", "uncertain"]
 CHUNK_ROWS = 64  # archived rows per chunk: older chunks collapse into one counted line
 MAX_SNAPSHOTS = 6
 MAX_ERRORS = 8  # error events kept as rows; older ones are only counted
+REJECTED_TEXT = "rejected by the user before it ran: nothing was run"  # an `approval` event
 
 
 class Request(msgspec.Struct, kw_only=True):
@@ -224,6 +226,14 @@ def _uncertain(state: State, index: dict[str, Call], seq: int, data: ToolUncerta
     state.snapshots = invalidate_for_uncertain(state.snapshots)
 
 
+def _rejected(state: State, index: dict[str, Call], seq: int, data: ApprovalData) -> None:
+    """A rejected call: a finished error that ran nothing (so no snapshot is invalidated)."""
+    call = _call_for(state, index, seq, data.call_id, data.tool)
+    call.end_seq, call.status, call.error = seq, "error", REJECTED_TEXT
+    call.target = call.target or data.target
+    state.latest = call
+
+
 def _user(state: State, seq: int, data: UserData) -> None:
     state.requests.append(Request(seq=seq, text=data.text))
     state.previous_answer = state.last_final
@@ -265,6 +275,8 @@ def fold(
             state.last_final = Answer(seq=seq, status=data.status, summary=data.summary)
         elif isinstance(data, ErrorData):
             _error(state, seq, data)
+        elif isinstance(data, ApprovalData) and data.decision == "rejected":
+            _rejected(state, index, seq, data)
         state.through = max(state.through, seq)
     return state
 

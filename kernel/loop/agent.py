@@ -14,15 +14,16 @@ run's ledger write its one `final` event. The lock and the workers are released 
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
-from pathlib import Path
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from kernel.context.policy import ContextPolicy
 from kernel.errors import StorageError, UsageError
 from kernel.loop import admit, prompts
+from kernel.loop.approval import Approve
 from kernel.loop.context_view import ContextView
+from kernel.loop.listing import workspace_listing
 from kernel.loop.resume import read_only_error, saved_answer, settle_interrupted
 from kernel.loop.routing import Routing, record_error
 from kernel.loop.steps import ToolStep
@@ -31,7 +32,6 @@ from kernel.store import pending
 from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
 from protocol.events import CleanupWarningData, RunStartedData, UserData
 from protocol.messages import Message
-from protocol.text import shown_name
 
 if TYPE_CHECKING:
     from kernel.store.session import Session
@@ -39,39 +39,13 @@ if TYPE_CHECKING:
     from kernel.supervision.tools import Tools
     from protocol.results import RunResult
 
-LISTING_LIMIT = 200
 AUTO_COMPACT_EVENTS = 2000  # records since the last checkpoint that end a run with a new one
-SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".jmp", ".mypy_cache"}
 
 
 ACK_WITH_COMPACT = (
     "--compact and --ack-interrupted do not combine: acknowledge first "
     "(--session ID --ack-interrupted), then compact (--session ID --compact)"
 )
-
-
-def workspace_listing(root: Path, limit: int = LISTING_LIMIT) -> tuple[list[str], bool]:
-    """Up to `limit` workspace paths (dirs end in /), breadth first, skipping tool caches."""
-    found: list[str] = []
-    queue = [root]
-    while queue:
-        current = queue.pop(0)
-        try:
-            entries = sorted(os.scandir(current), key=lambda e: e.name)
-        except OSError:
-            continue
-        for entry in entries:
-            if entry.name in SKIP_DIRS:
-                continue
-            rel = os.path.relpath(entry.path, root)
-            is_dir = entry.is_dir(follow_symlinks=False)
-            if len(found) >= limit:
-                return found, True
-            shown = shown_name(rel)  # a name that is not UTF-8 is shown escaped (\\xNN)
-            found.append(shown + "/" if is_dir else shown)
-            if is_dir:
-                queue.append(Path(entry.path))
-    return found, False
 
 
 class Agent:
@@ -85,7 +59,12 @@ class Agent:
         policy: ContextPolicy | None = None,
         instructions: str = "",
         cancel: threading.Event | None = None,
+        approve: Approve | None = None,
+        on_answer: Callable[[int, str], None] | None = None,
     ) -> None:
+        """`approve`: asked before each effect (kernel/loop/approval.py); `on_answer(offset,
+        text)`: the answer's text as it streams, unredacted (Models.generate's `on_text`).
+        Neither is the CLI's: without them a run is as the contract describes."""
         self.session = session
         self.models = models
         self.tools = tools
@@ -98,7 +77,10 @@ class Agent:
         session.redactor.add(*getattr(tools.servers, "secrets", ()))
         tools.redactor = session.redactor
         self.view = ContextView(session, self.policy)
-        self.step = ToolStep(session, models, tools, self.view, instructions, self.cancel)
+        self.on_answer = on_answer
+        self.step = ToolStep(
+            session, models, tools, self.view, instructions, self.cancel, approve=approve
+        )
         self.ledger = self.step.ledger  # the one ledger of this agent's runs
         self.routing = Routing(session, models, self.view, self.step.mcp_specs, self.cancel)
         self._tools_starting: threading.Thread | None = None
@@ -273,7 +255,9 @@ class Agent:
             Message(role="user", content=projection.text + "\n\n" + task),
         ]
         try:
-            reply = self.models.generate("respond", messages, None, cancel=self.cancel)
+            reply = self.models.generate(
+                "respond", messages, None, cancel=self.cancel, on_text=self.on_answer
+            )
         except (WorkerFailed, WorkerDied) as exc:
             if isinstance(exc, WorkerFailed) and exc.code == "cancelled":
                 raise Cancelled(str(exc)) from exc

@@ -1,8 +1,9 @@
 """Where a run picks up from the log: the saved answer to replay, calls a kill left unsettled.
 
 A request that got its answer (completed) or its question (needs_input) is replayed, never
-run again; a call with `tool_started` and no end is recorded once as `tool_uncertain` and
-blocks the run until the user acknowledges it. Nothing here re-runs a call.
+run again; a call with `tool_started` and no end (or a command the user stopped before it
+finished) is recorded once as `tool_uncertain` and blocks the run until the user acknowledges
+it. Nothing here re-runs a call.
 """
 
 from __future__ import annotations
@@ -11,12 +12,16 @@ from typing import TYPE_CHECKING
 
 from kernel.errors import StorageError
 from kernel.run.ledger import Ledger
-from protocol.events import Event, FinalData, RunStartedData, UserData
+from kernel.store.pending import cause_of
+from protocol.events import Event, FinalData, RunStartedData, UncertainCause, UserData
 
 if TYPE_CHECKING:
     from kernel.store.session import Session
 
 ANSWERED = ("completed", "needs_input")  # the request got its answer or its question
+# How a blocked summary tells the person to go on: one phrase, so that a front end without the
+# CLI's flags (ACP: the next prompt asks) can say it in its own words.
+ACK_HINT = "continue with --ack-interrupted"
 
 
 def needs_models(session: Session, prompt: str | None, compact: bool) -> bool:
@@ -52,8 +57,8 @@ def read_only_error(session: Session) -> StorageError:
 
 
 def settle_interrupted(session: Session, acknowledge: bool) -> str:
-    """Record each unsettled call's uncertainty once (the ledger's `settle`); acknowledge if
-    asked.
+    """Record each unsettled call's uncertainty once (the ledger's `settle`, each with its
+    cause: kernel/store/pending.py `cause_of`); acknowledge if asked.
 
     Returns '' when the run may go on, else the `blocked` summary naming the calls waiting.
     """
@@ -62,6 +67,14 @@ def settle_interrupted(session: Session, acknowledge: bool) -> str:
         return ""
     return (
         "Interrupted calls have an unknown outcome: "
-        + ", ".join(f"{r.started.tool} {r.started.target!r}" for r in waiting)
-        + ". Check their effect, then continue with --ack-interrupted (nothing is re-run)."
+        + ", ".join(f"{r.started.tool} {r.started.target!r} ({HOW[cause_of(r)]})" for r in waiting)
+        + f". Check their effect, then {ACK_HINT} (nothing is re-run)."
     )
+
+
+# How each cause stopped a call, in words (the blocked summary).
+HOW: dict[UncertainCause, str] = {
+    "cancelled": "cancelled by the user while it ran",
+    "kernel_exit": "jmp was stopped during it",
+    "worker_exit": "the tool worker died during it",
+}

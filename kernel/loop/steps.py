@@ -1,8 +1,10 @@
 """One tool step: offload or generate arguments, validate, persist before effect, run, record.
 
 Persist before effect: the run's ledger (kernel/run/ledger.py) appends and fsyncs `tool_started`
-before the request leaves for the tool worker. A worker that dies during the call gets
-`tool_uncertain` (worker_exit) and the run stops `blocked`; nothing is ever re-run by itself.
+before the request leaves for the tool worker; a front end that asks first
+(kernel/loop/approval.py) has its answer recorded before that. A worker that dies during the
+call gets `tool_uncertain` (worker_exit) and the run stops `blocked`; a cancel before the
+request left records that nothing ran; nothing is ever re-run by itself.
 """
 
 from __future__ import annotations
@@ -12,13 +14,17 @@ import threading
 from typing import TYPE_CHECKING, Any
 
 from kernel.errors import JmpError
-from kernel.loop import prompts
+from kernel.loop import approval, prompts
+from kernel.loop.approval import Approve, ProposedCall
 from kernel.loop.kernel_tools import ToolHandle, kernel_tools
 from kernel.loop.offload import fixed_arguments
+from kernel.loop.repeats import repeated_error
+from kernel.loop.resume import ACK_HINT
 from kernel.run.ledger import ERROR_PREVIEW_CHARS, Call, Ledger, Outcome, RunEnded, preview
-from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
+from kernel.store.pending import CANCELLED_WHY
+from kernel.supervision.supervisor import Cancelled, NotSent, WorkerDied, WorkerFailed
 from protocol.codec import to_builtins
-from protocol.events import ArgumentOffloadData, ErrorData, Event, ToolFinishedData, UserData
+from protocol.events import ArgumentOffloadData, ErrorData
 from protocol.messages import Message, ToolResult, ToolSpec
 
 if TYPE_CHECKING:
@@ -27,25 +33,7 @@ if TYPE_CHECKING:
     from kernel.supervision.models import Models
     from kernel.supervision.tools import Tools
 
-REPEATED_ERRORS = 3  # identical tool errors in a row that pause the run (CONTRACT section 6)
-
-
-def repeated_error(events: list[Event]) -> str | None:
-    """The error text when the last three outcomes of this request are identical errors."""
-    outcomes: list[tuple[str, str] | None] = []
-    for event in events:
-        data = event.data
-        if isinstance(data, UserData):
-            outcomes = []
-        elif isinstance(data, ToolFinishedData):
-            failed = data.status == "error"
-            outcomes.append((data.tool, data.error or data.text) if failed else None)
-        elif isinstance(data, ErrorData) and data.error_class == "InvalidArguments":
-            outcomes.append(("arguments", data.message))
-    last = outcomes[-REPEATED_ERRORS:]
-    if len(last) == REPEATED_ERRORS and last[0] is not None and all(o == last[0] for o in last):
-        return f"{last[0][0]}: {last[0][1]}"
-    return None
+NOT_RUN = "Cancelled before it started: nothing ran."
 
 
 class ToolStep:
@@ -59,6 +47,7 @@ class ToolStep:
         view: ContextView,
         instructions: str,
         cancel: threading.Event,
+        approve: Approve | None = None,
     ) -> None:
         self.session = session
         self.models = models
@@ -67,6 +56,7 @@ class ToolStep:
         self.instructions = instructions
         self.cancel = cancel
         self.ledger = Ledger(session)
+        self.approve = approve
         self._mcp: list[ToolSpec] | None = None
         self._kernel_tools = kernel_tools(view.recall_index)
 
@@ -168,6 +158,10 @@ class ToolStep:
     def _call(self, tool: str, arguments: dict[str, Any], target: str) -> None:
         """The call itself, recorded by the ledger: `tool_started` fsynced before it leaves."""
         call = self.ledger.open(tool, arguments, target)
+        proposed = ProposedCall(call.call_id, tool, call.target, arguments)
+        if not approval.asked(self.session, self.approve, self.cancel, proposed):
+            self._after_error()  # rejected: routed again, unless it is the third in a row
+            return
         self.ledger.start(call)
         result = self._execute(call)
         self.ledger.finish(
@@ -195,12 +189,21 @@ class ToolStep:
             return self.handle(tool).run(
                 call.call_id, tool, dict(call.arguments), cancel=self.cancel
             )
+        except NotSent:  # the cancel came before the request left: the call did nothing
+            done = {"status": "error", "text": NOT_RUN}
+            self.ledger.finish(
+                call, Outcome(status="error", text=NOT_RUN, result=done, error=NOT_RUN)
+            )
+            raise
+        except Cancelled:  # stopped while it ran, and the tool does not say how far it got
+            self.ledger.uncertain(call, CANCELLED_WHY, cause="cancelled")
+            raise
         except WorkerDied as exc:
             self.ledger.uncertain(call, str(exc), signal=exc.signal, exit_code=exc.worker_exit_code)
             raise RunEnded(
                 "blocked",
                 f"The tool worker died during {tool} {target!r}: its effect is unknown. Check it, "
-                "then continue with --ack-interrupted.",
+                f"then {ACK_HINT}.",
             ) from exc
         except WorkerFailed as exc:
             if exc.code == "effect_unknown":  # an MCP server died mid-call: no end, no guess
@@ -208,7 +211,7 @@ class ToolStep:
                 raise RunEnded(
                     "blocked",
                     f"The MCP server died during {tool} {target!r}: its effect is unknown. Check "
-                    "it, then continue with --ack-interrupted.",
+                    f"it, then {ACK_HINT}.",
                 ) from exc
             return ToolResult(
                 reply_to=call.call_id, status="error", error=exc.detail, text=exc.detail

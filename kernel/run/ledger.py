@@ -124,18 +124,6 @@ class Outcome:
     display: str = ""  # the readable view's text, when it is not `text` (a diff, say)
 
 
-# What `tool_uncertain` says for each cause (a worker_exit note opens with what died).
-NOTES: dict[str, str] = {
-    "worker_exit": "{why}. The call's effect is unknown; nothing re-ran it.",
-    "kernel_exit": (
-        "The call started and has no recorded end: its effect is unknown. Nothing re-ran it."
-    ),
-    "acknowledged": (
-        "Acknowledged by the user: outcome still unknown; not re-run, not assumed done."
-    ),
-}
-
-
 class Ledger:
     """The records of one open session's runs. One call at a time, from one thread."""
 
@@ -214,17 +202,19 @@ class Ledger:
         signal: int | None = None,
         exit_code: int | None = None,
         mcp_server: bool = False,
+        cause: UncertainCause = "worker_exit",
     ) -> None:
-        """`tool_uncertain` (worker_exit, not acknowledged), fsynced: the kernel saw what ran
-        the call die before it answered (`why` says what died; `signal` and `exit_code` how, or
-        `mcp_server`). The call has no end and is never re-run."""
+        """`tool_uncertain` (not acknowledged), fsynced: the kernel saw what ran the call die
+        before it answered (`why` says what died; `signal` and `exit_code` how, or
+        `mcp_server`), or saw a cancel stop a call that does not say how far it got (cause
+        `cancelled`). The call has no end and is never re-run."""
         self._uncertain(
             call.call_id,
             call.tool,
             call.target,
-            "worker_exit",
+            cause,
             acknowledged=False,
-            note=NOTES["worker_exit"].format(why=why),
+            note=pending.NOTES[cause].format(why=why),
             signal=signal,
             exit_code=exit_code,
             mcp_server=mcp_server,
@@ -234,13 +224,13 @@ class Ledger:
 
     def settle(self, acknowledge: bool = False) -> list[pending.CallRecord]:
         """On reopening: record once, fsynced, the uncertainty of each call whose outcome is
-        unknown and not yet acknowledged (kernel_exit unless a cause is recorded already), or
+        unknown and not yet acknowledged (its cause: `pending.cause_of`), or
         acknowledge each when asked. Returns the calls still waiting (none when
         acknowledged), as they were before this: `uncertain` is None for those just recorded."""
         waiting: list[pending.CallRecord] = []
         for record in pending.unsettled(self.session.events):
             recorded = record.uncertain
-            cause: UncertainCause = recorded.cause if recorded is not None else "kernel_exit"
+            cause = pending.cause_of(record)  # kernel_exit, or cancelled: the call's end says
             if recorded is None or acknowledge:
                 self._uncertain(
                     record.call_id,
@@ -248,7 +238,9 @@ class Ledger:
                     record.started.target,
                     cause,
                     acknowledged=acknowledge,
-                    note=NOTES["acknowledged" if acknowledge else "kernel_exit"],
+                    note=pending.NOTES["acknowledged" if acknowledge else cause].format(
+                        why=pending.CANCELLED_WHY
+                    ),
                     mcp_server=bool(recorded is not None and recorded.mcp_server),
                 )
             if not acknowledge:

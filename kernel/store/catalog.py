@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kernel.errors import UsageError
+from kernel.store.context_blocks import without_context
 
 SESSION_ID = re.compile(r"[0-9a-f]{32}")
 HEAD_BYTES = 64 * 1024  # a first user request longer than this is read line by line
@@ -231,7 +232,7 @@ def _complete_lines_backwards(buf: bytes, whole: bool) -> Iterator[bytes]:
 
 
 def _title(head: bytes, fd: int) -> str:
-    """The first user request, on one line, truncated."""
+    """The first user request without its embedded context blocks, on one line, truncated."""
     pos = head.find(b'"kind":"user"')
     if pos < 0:
         return ""
@@ -241,7 +242,7 @@ def _title(head: bytes, fd: int) -> str:
     record = _loads(line)
     if record.get("kind") != "user":
         return ""
-    text = " ".join(str(record["data"]["text"]).split())
+    text = " ".join(without_context(str(record["data"]["text"])).split())
     return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
 
 

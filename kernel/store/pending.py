@@ -15,7 +15,27 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from protocol.catalog import is_shell
-from protocol.events import Event, ToolFinishedData, ToolStartedData, ToolUncertainData
+from protocol.events import (
+    Event,
+    ToolFinishedData,
+    ToolStartedData,
+    ToolUncertainData,
+    UncertainCause,
+)
+
+# What `tool_uncertain` says for each cause (a worker_exit or cancelled note opens with `why`),
+# and once acknowledged (kernel/run/ledger.py writes them).
+NOTES: dict[str, str] = {
+    "worker_exit": "{why}. The call's effect is unknown; nothing re-ran it.",
+    "kernel_exit": (
+        "The call started and has no recorded end: its effect is unknown. Nothing re-ran it."
+    ),
+    "cancelled": "{why} before it finished: what it did until then is unknown. Nothing re-ran it.",
+    "acknowledged": (
+        "Acknowledged by the user: outcome still unknown; not re-run, not assumed done."
+    ),
+}
+CANCELLED_WHY = "The user cancelled the call"
 
 
 @dataclass
@@ -64,3 +84,16 @@ def _running(finished: ToolFinishedData) -> bool:
 def unsettled(events: Sequence[Event]) -> list[CallRecord]:
     """Interrupted calls not yet acknowledged: these block a run until --ack-interrupted."""
     return [r for r in interrupted(events) if not r.acknowledged]
+
+
+def cause_of(record: CallRecord) -> UncertainCause:
+    """Why a call's outcome is unknown, from its own records: the cause already recorded; a
+    command whose end says the person stopped it (`interrupted`, reason "cancelled" or, in a
+    log from before reasons, none) `cancelled`; anything else (no end, or a command left
+    running with exit_code -1) `kernel_exit`, as CONTRACT section 6 says."""
+    if record.uncertain is not None:
+        return record.uncertain.cause
+    finished = record.finished
+    if finished is not None and finished.interrupted and finished.reason in ("", "cancelled"):
+        return "cancelled"
+    return "kernel_exit"

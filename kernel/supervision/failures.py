@@ -43,6 +43,10 @@ class Cancelled(JmpError):
     """The request was cancelled and the worker confirmed it stopped."""
 
 
+class NotSent(Cancelled):
+    """Cancelled before the request was sent: the worker never saw it (nothing ran)."""
+
+
 def _signame(sig: int) -> str:
     try:
         return signal.Signals(sig).name

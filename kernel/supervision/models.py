@@ -132,12 +132,20 @@ class Models:
         messages: list[Message],
         tool: ToolSpec | None = None,
         cancel: threading.Event | None = None,
+        on_text: Callable[[int, str], None] | None = None,
     ) -> Generated:
-        """One streamed Flash request: forced `selected_action` arguments, or prose."""
+        """One streamed Flash request: forced `selected_action` arguments, or prose.
+
+        `on_text(offset, text)`: an answer's text as it streams, unredacted (offset: where it
+        starts in the answer; a resent request starts again at 0). Never given argument text,
+        and never an event: `model_progress` carries counts only.
+        """
         model = self.settings.flash_model
 
         def progress(p: Progress) -> None:
             self.session.emit(ModelProgressData(stage=stage, characters=p.characters, model=model))
+            if on_text is not None and p.text and tool is None:
+                on_text(p.characters - len(p.text), p.text)
 
         msg = Generate(
             id=self._next_id(stage),

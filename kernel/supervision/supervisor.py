@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from kernel.supervision.failures import Cancelled, WorkerDied, WorkerFailed
+from kernel.supervision.failures import Cancelled, NotSent, WorkerDied, WorkerFailed
 from kernel.supervision.restart import (
     CANCEL_GRACE_S,
     KILL_LANDING_S,
@@ -180,7 +180,7 @@ class Worker:
             if self.ready is None:
                 self.wait_ready()
             if cancel is not None and cancel.is_set():
-                raise Cancelled(f"{self.kind} request {msg.id} cancelled before it was sent")
+                raise NotSent(f"{self.kind} request {msg.id} cancelled before it was sent")
             wire.drain()  # stale replies of an abandoned request must not answer this one
             wire.post(msg)
             return self._await_reply(wire, msg.id, on_progress, cancel, timeout_s)
@@ -247,6 +247,7 @@ def _unwrap(msg: Any) -> Any:
 
 __all__ = [
     "Cancelled",
+    "NotSent",
     "Worker",
     "WorkerDied",
     "WorkerFailed",

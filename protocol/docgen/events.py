@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import msgspec
 
 from protocol import events
@@ -74,7 +76,9 @@ Both have `seq: null` and `session_id` null when no session is involved.
 
 def generate() -> str:
     """The whole of docs/EVENTS.md."""
-    comments = field_comments(events)
+    comments: dict[str, dict[str, str]] = {}  # the kinds live in more than one module
+    for module in {sys.modules[cls.__module__] for cls in events.DATA_TYPES.values()}:
+        comments |= field_comments(module)
     transient = ", ".join(f"`{k}`" for k in sorted(events.TRANSIENT_KINDS))
     parts = [INTRO % {"version": events.EVENT_VERSION, "transient": transient}]
     for kind, cls in events.DATA_TYPES.items():

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -14,22 +16,20 @@ from pathlib import Path
 from typing import Any
 
 import psutil
-from acp import spawn_agent_process, text_block
+import pytest
+from acp import text_block
+from acp.client.connection import ClientSideConnection
 from acp.schema import (
     AllowedOutcome,
     DeniedOutcome,
-    InitializeResponse,
-    ListSessionsResponse,
-    LoadSessionResponse,
-    NewSessionResponse,
     PermissionOption,
-    PromptResponse,
-    RequestPermissionRequest,
     RequestPermissionResponse,
-    SessionNotification,
     ToolCallUpdate,
 )
+from acp.transports import spawn_stdio_transport
 
+from tests.acp import schema_check
+from tests.acp.schema_check import Sender
 from tests.support.cli import ROOT, Cli
 from tests.support.warm import processes_of
 
@@ -42,6 +42,8 @@ class Recorder:
     permissions: list[tuple[ToolCallUpdate, list[PermissionOption]]] = field(default_factory=list)
     choice: str | None = "acknowledge"  # option id to select; None answers "cancelled"
     waiters: list[tuple[Any, asyncio.Future[None]]] = field(default_factory=list)
+    # (tool_call, options) -> option id (None: "cancelled"), in place of `choice`; may be async
+    choose: Any = None
 
     async def session_update(self, session_id: str, update: Any, **_: Any) -> None:
         self.updates.append((session_id, update))
@@ -53,10 +55,13 @@ class Recorder:
         self, session_id: str, tool_call: ToolCallUpdate, options: list[PermissionOption], **_: Any
     ) -> RequestPermissionResponse:
         self.permissions.append((tool_call, options))
-        if self.choice is None:
+        choice = self.choice if self.choose is None else self.choose(tool_call, options)
+        if asyncio.iscoroutine(choice):
+            choice = await choice
+        if choice is None:
             return RequestPermissionResponse(outcome=DeniedOutcome(outcome="cancelled"))
         return RequestPermissionResponse(
-            outcome=AllowedOutcome(outcome="selected", option_id=self.choice)
+            outcome=AllowedOutcome(outcome="selected", option_id=choice)
         )
 
     async def wait_for(self, predicate: Any, timeout: float = 180) -> None:
@@ -69,6 +74,13 @@ class Recorder:
 
     def kinds(self, session_id: str | None = None) -> list[str]:
         return [u.session_update for s, u in self.updates if session_id in (None, s)]
+
+    def shown(self, session_id: str | None = None) -> list[str]:
+        """The kinds of updates but thoughts (acp_server/thoughts.py)."""
+        return [k for k in self.kinds(session_id) if k != "agent_thought_chunk"]
+
+    def thoughts(self) -> str:
+        return "".join(u.content.text for u in self.of("agent_thought_chunk"))
 
     def of(self, kind: str) -> list[Any]:
         return [u for _, u in self.updates if u.session_update == kind]
@@ -97,29 +109,121 @@ class Agent:
         return str(reply.stop_reason)
 
 
+@dataclass
+class FrameLog:
+    """Every JSON-RPC frame of one connection in order, as (sender, frame, checked); frames a
+    test sends on purpose broken are kept unchecked (their ids still pair their replies)."""
+
+    name: str
+    frames: list[tuple[Sender, Any, bool]] = field(default_factory=list)
+
+    def add(self, sender: Sender, frame: Any, checked: bool = True) -> None:
+        self.frames.append((sender, frame, checked))
+
+    def problems(self) -> list[str]:
+        """Each checked frame against the official schema (tests/acp/schema_check.py), a
+        response against the definition of the request it answers."""
+        asked: dict[tuple[str, str, Any], str] = {}
+        found: list[str] = []
+        for n, (sender, frame, checked) in enumerate(self.frames):
+            answers = None
+            if isinstance(frame, dict) and isinstance(frame.get("id"), str | int | float):
+                key = (type(frame["id"]).__name__, frame["id"])
+                if "method" in frame:
+                    asked[(sender, *key)] = str(frame["method"])
+                else:
+                    other = "agent" if sender == "client" else "client"
+                    answers = asked.pop((other, *key), None)
+            if checked:
+                found += [
+                    f"{self.name} #{n} from the {sender}: {p}"
+                    for p in schema_check.problems(frame, sender, answers)
+                ]
+        return found
+
+
+FRAME_LOGS: list[FrameLog] = []  # this test's connections (tests/acp/conftest.py checks them)
+
+
+def frame_log(name: str) -> FrameLog:
+    log = FrameLog(name)
+    FRAME_LOGS.append(log)
+    return log
+
+
+class RecordingTransport:
+    """The client's side of the stdio pipes as the SDK's `Transport`, keeping every frame in
+    a FrameLog (a line that is not JSON is kept raw: a problem)."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: Any, log: FrameLog) -> None:
+        self._reader = reader
+        self._writer = writer
+        self.log = log
+
+    async def send(self, message: dict[str, Any]) -> None:
+        self.log.add("client", message)
+        self._writer.write((json.dumps(message) + "\n").encode())
+        await self._writer.drain()
+
+    async def receive(self) -> dict[str, Any] | None:
+        while True:
+            try:
+                line = await self._reader.readuntil(b"\n")
+            except asyncio.IncompleteReadError as end:
+                line = end.partial
+                if not line:
+                    return None
+            if not line.strip():
+                continue
+            try:
+                message = json.loads(line)
+            except ValueError:
+                self.log.add("agent", line.decode(errors="replace"))
+                continue
+            self.log.add("agent", message)
+            if isinstance(message, dict):
+                return message
+
+    async def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self._writer.close()
+
+
+READ_LIMIT = 64 * 1024 * 1024  # a frame of jmp's may be far larger than asyncio's 64 KiB
+
+
 @contextlib.asynccontextmanager
 async def acp_agent(
     jmp: Cli, env: dict[str, str] | None = None, name: str = "agent"
 ) -> AsyncIterator[Agent]:
-    """`python main.py --acp` as a child, stderr to a file; closing stdin ends it."""
+    """`python main.py --acp` as a child, stderr to a file; closing stdin ends it. Every frame
+    both ways is checked against the official schema when the test ends."""
     stderr = jmp.tmp / f"{name}.stderr"
     client = Recorder()
     with stderr.open("wb") as err:
-        async with spawn_agent_process(
-            client,
+        async with spawn_stdio_transport(
             sys.executable,
             str(ROOT / "main.py"),
             "--acp",
             env=env or jmp.env(),
             cwd=jmp.workspace,
-            transport_kwargs={"stderr": err, "shutdown_timeout": 60.0},
-        ) as (conn, process):
-            yield Agent(conn, process, client, stderr)
+            stderr=err,
+            shutdown_timeout=60.0,
+            limit=READ_LIMIT,
+        ) as (reader, writer, process):
+            transport = RecordingTransport(reader, writer, frame_log(name))
+            conn = ClientSideConnection(client, transport)
+            try:
+                yield Agent(conn, process, client, stderr)
+            finally:
+                await conn.close()
 
 
 class Wire:
     """`python main.py --acp` with hand-framed JSON-RPC, to see exactly the bytes it writes
-    (and to send bytes no SDK would). Every line read is kept in `lines`."""
+    (and to send bytes no SDK would). Every line read is kept in `lines`, and every frame is
+    checked against the official schema when the test ends (but those sent with
+    `send_line(checked=False)`, broken on purpose)."""
 
     def __init__(self, jmp: Cli, name: str = "wire") -> None:
         self.stderr_path = jmp.tmp / f"{name}.stderr"
@@ -134,12 +238,19 @@ class Wire:
         )
         self.lines: list[bytes] = []
         self.next_id = 0
+        self.log = frame_log(name)
 
-    def send_line(self, data: bytes) -> None:
-        """Any bytes, then a newline."""
+    def send_line(self, data: bytes, checked: bool = False) -> None:
+        """Any bytes, then a newline; `checked`: a frame that must validate."""
         assert self.proc.stdin is not None
+        with contextlib.suppress(ValueError, RecursionError):
+            self.log.add("client", json.loads(data), checked)
         self.proc.stdin.write(data + b"\n")
         self.proc.stdin.flush()
+
+    def send(self, frame: dict[str, Any]) -> None:
+        """A frame that must validate."""
+        self.send_line(json.dumps(frame).encode(), checked=True)
 
     def read(self) -> dict[str, Any]:
         """The next message the agent writes (each line must be one JSON object)."""
@@ -149,13 +260,13 @@ class Wire:
         self.lines.append(line)
         message = json.loads(line)
         assert isinstance(message, dict), line
+        self.log.add("agent", message)
         return message
 
     def call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
         """Send a request; read (and keep) every line until its response."""
         self.next_id += 1
-        frame = {"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params}
-        self.send_line(json.dumps(frame).encode())
+        self.send({"jsonrpc": "2.0", "id": self.next_id, "method": method, "params": params})
         while True:
             message = self.read()
             if message.get("id") == self.next_id and "method" not in message:
@@ -170,35 +281,68 @@ class Wire:
         rest = self.proc.stdout.read()
         self.proc.stdout.close()
         self.stderr.close()
+        for line in rest.splitlines():
+            with contextlib.suppress(ValueError):
+                self.log.add("agent", json.loads(line))
         return self.proc.wait(timeout=60), rest
 
 
-RESPONSES = {
-    "initialize": InitializeResponse,
-    "session/new": NewSessionResponse,
-    "session/prompt": PromptResponse,
-    "session/list": ListSessionsResponse,
-    "session/load": LoadSessionResponse,
-}
-ENVELOPE = {"jsonrpc", "id", "method", "params", "result", "error"}
-
-
 def check_acp_frame(frame: dict[str, Any], method: str | None = None) -> None:
-    """One frame the agent wrote is JSON-RPC 2.0 with its keys intact, and its ACP part
-    validates against the SDK's schema models (a reply's, when the request's method is known).
-    (Issue 24 brings the official JSON schema; this is the SDK's reading of it.)"""
-    assert set(frame) <= ENVELOPE and frame.get("jsonrpc") == "2.0", frame
-    if frame.get("method") == "session/update":
-        SessionNotification.model_validate(frame["params"])
-    elif frame.get("method") == "session/request_permission":
-        RequestPermissionRequest.model_validate(frame["params"])
-    elif "result" in frame and method in RESPONSES:
-        RESPONSES[method].model_validate(frame["result"])
-    elif "error" in frame:
-        error = frame["error"]
-        assert isinstance(error["code"], int) and isinstance(error["message"], str), frame
-    else:
-        assert "result" in frame or "method" in frame, frame
+    """One frame the agent wrote validates against the official schema, with no field it does
+    not name (tests/acp/schema_check.py); a result only when the request's method is known."""
+    found = schema_check.problems(frame, "agent", method)
+    if method is None and "result" in frame:
+        found = [p for p in found if "which the schema has no agent response" not in p]
+    assert not found, found
+
+
+HOLD_S = 120  # how long a held thread waits at most (a bound on a hang, not a timing)
+
+
+@contextlib.asynccontextmanager
+async def in_process(
+    jmp: Cli, monkeypatch: pytest.MonkeyPatch, warm: int = 4
+) -> AsyncIterator[tuple[Any, ClientSideConnection, Recorder]]:
+    """`jmp --acp`'s serving loop (acp_server.main.run_connection) in this process."""
+    env = jmp.env()
+    for name in ("TYPESAFE_API_KEY", "TYPESAFE_BASE_URL", "FLASH_API_KEY", "FLASH_BASE_URL"):
+        monkeypatch.setenv(name, env[name])
+    monkeypatch.setenv("JMP_MCP_CONFIG", env["JMP_MCP_CONFIG"])
+    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
+    from acp_server.config import Config
+    from acp_server.main import run_connection
+    from acp_server.server import JmpAcpAgent
+    from acp_server.wire import MAX_LINE_BYTES
+
+    agent = JmpAcpAgent(Config(jmp.home), warm=warm)
+    ours, theirs = socket.socketpair()
+    reader, writer = await asyncio.open_connection(sock=ours, limit=MAX_LINE_BYTES)
+    serving = asyncio.create_task(run_connection(agent, reader, writer))
+    client_reader, client_writer = await asyncio.open_connection(sock=theirs, limit=READ_LIMIT)
+    client = Recorder()
+    transport = RecordingTransport(client_reader, client_writer, frame_log("in-process"))
+    conn = ClientSideConnection(client, transport)
+    try:
+        await conn.initialize(protocol_version=1)
+        yield agent, conn, client
+    finally:
+        await conn.close()
+        client_writer.close()  # the agent's input ends: it shuts down as on stdin EOF
+        await asyncio.wait_for(serving, HOLD_S)
+
+
+def hold(entered: threading.Event, release: threading.Event) -> None:
+    entered.set()
+    assert release.wait(HOLD_S), "never released"
+
+
+async def until(condition: Any) -> None:
+    """Poll a condition the test cannot be told of (a notification has no reply)."""
+    for _ in range(HOLD_S * 20):
+        if condition():
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError("condition not met")
 
 
 def run(coroutine: Any) -> Any:

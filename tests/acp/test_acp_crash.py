@@ -10,6 +10,7 @@ import os
 import signal
 
 import pytest
+from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation
 
 from tests.acp.helpers import acp_agent, left_running, run
 from tests.support.cli import Cli
@@ -50,13 +51,23 @@ def test_kill_9_mid_command_then_load_ask_and_continue(jmp: Cli) -> None:
     assert effect_lines(jmp) == 1
 
     async def resume() -> None:
-        async with acp_agent(jmp, name="resumed") as agent:
+        async with acp_agent(jmp, name="resumed") as agent:  # respawned, as acpx does
             client = agent.client
-            await agent.conn.initialize(protocol_version=1)
+            await agent.conn.initialize(
+                protocol_version=1,
+                client_capabilities=ClientCapabilities(
+                    fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
+                    terminal=True,
+                ),
+                client_info=Implementation(name="acpx-like", version="0"),
+            )
             await agent.conn.load_session(
                 cwd=str(jmp.workspace), session_id=session, mcp_servers=[]
             )
-            assert client.kinds() == ["user_message_chunk", "tool_call", "tool_call_update"]
+            shown = [k for k in client.kinds() if k != "agent_thought_chunk"]
+            assert shown == ["user_message_chunk", "tool_call", "tool_call_update"]
+            thoughts = "".join(u.content.text for u in client.of("agent_thought_chunk"))
+            assert "Writing the arguments for bash" in thoughts  # as it was shown live
             (replayed,) = client.of("tool_call_update")
             assert replayed.status == "failed" and "unknown" in replayed.content[0].content.text
 
@@ -67,11 +78,14 @@ def test_kill_9_mid_command_then_load_ask_and_continue(jmp: Cli) -> None:
             assert "bash" in asked.content[0].content.text
             assert "sleep 30.8765" in asked.content[0].content.text
             assert {o.kind for o in options} == {"allow_once", "reject_once"}
-            assert "--ack-interrupted" in client.text()  # blocked: the reason is the message
+            said = client.text()  # blocked: the reason is the message, in an editor's words
+            assert "Acknowledge" in said and "--ack-interrupted" not in said
             assert len(jmp.jev.systemone_bodies()) == routed  # blocked: no model was asked
 
-            client.clear()
-            client.choice = "acknowledge"
+            client.clear()  # approve as acpx does: the first option of kind allow_once
+            client.choose = lambda _call, options: next(
+                o.option_id for o in options if o.kind == "allow_once"
+            )
             jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
             jmp.flash.queue([{"text": "Checked: it ran once."}])
             assert await agent.prompt(session, "carry on, it is fine") == "end_turn"

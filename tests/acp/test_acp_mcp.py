@@ -55,7 +55,7 @@ def test_the_clients_mcp_server_is_used_in_its_session(jmp: Cli) -> None:
             assert await agent.prompt(session, "use the client's tools") == "end_turn"
             starts = agent.client.of("tool_call")
             assert [s.kind for s in starts] == ["other", "other"]
-            assert starts[0].title.startswith("MCP echo")
+            assert starts[0].title == "MCP mine: echo"  # its server, then the tool
             ends = agent.client.of("tool_call_update")
             assert ends[0].status == "completed"
             assert "hi from the client" in ends[0].content[0].content.text

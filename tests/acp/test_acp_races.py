@@ -5,65 +5,17 @@ the await point the race needs (a monkeypatch that waits on an Event), never a s
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import socket
 import threading
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from acp import text_block
-from acp.client.connection import ClientSideConnection
 
 from acp_server import sessions
-from acp_server.main import run_connection
-from acp_server.server import JmpAcpAgent
-from acp_server.wire import MAX_LINE_BYTES
-from tests.acp.helpers import Recorder, run
+from tests.acp.helpers import HOLD_S, hold, in_process, run, until
 from tests.support.cli import Cli
 
 pytestmark = pytest.mark.timeout(300)
-HOLD_S = 120  # how long a held thread waits at most (a bound on a hang, not a timing)
-
-
-@contextlib.asynccontextmanager
-async def in_process(
-    jmp: Cli, monkeypatch: pytest.MonkeyPatch, warm: int = 4
-) -> AsyncIterator[tuple[JmpAcpAgent, ClientSideConnection, Recorder]]:
-    """`jmp --acp`'s serving loop (acp_server.main.run_connection) in this process."""
-    env = jmp.env()
-    for name in ("TYPESAFE_API_KEY", "TYPESAFE_BASE_URL", "FLASH_API_KEY", "FLASH_BASE_URL"):
-        monkeypatch.setenv(name, env[name])
-    monkeypatch.setenv("JMP_MCP_CONFIG", env["JMP_MCP_CONFIG"])
-    monkeypatch.delenv("DEEPSEEK_API_KEY", raising=False)
-    agent = JmpAcpAgent(sessions.Config(jmp.home), warm=warm)
-    ours, theirs = socket.socketpair()
-    reader, writer = await asyncio.open_connection(sock=ours, limit=MAX_LINE_BYTES)
-    serving = asyncio.create_task(run_connection(agent, reader, writer))
-    client_reader, client_writer = await asyncio.open_connection(sock=theirs)
-    client = Recorder()
-    conn = ClientSideConnection(client, client_writer, client_reader)
-    try:
-        await conn.initialize(protocol_version=1)
-        yield agent, conn, client
-    finally:
-        await conn.close()
-        client_writer.close()  # the agent's input ends: it shuts down as on stdin EOF
-        await asyncio.wait_for(serving, HOLD_S)
-
-
-def hold(entered: threading.Event, release: threading.Event) -> None:
-    entered.set()
-    assert release.wait(HOLD_S), "never released"
-
-
-async def until(condition: Any) -> None:
-    """Poll a condition the test cannot be told of (a notification has no reply)."""
-    for _ in range(HOLD_S * 20):
-        if condition():
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError("condition not met")
 
 
 def test_a_cancel_right_after_a_prompt_is_kept(jmp: Cli, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -55,13 +55,15 @@ def test_multi_step_prompt_follow_up_and_load(jmp: Cli) -> None:
             session = await agent.new(jmp.workspace)
             assert await agent.prompt(session, "make hello.py print world") == "end_turn"
             client = agent.client
-            kinds = client.kinds(session)
+            kinds = client.shown(session)
             assert kinds == ["tool_call", "tool_call_update"] * 4 + ["agent_message_chunk"]
+            assert "Writing the arguments for write…" in client.thoughts()  # between calls
             starts = client.of("tool_call")
             assert [s.kind for s in starts] == ["edit", "execute", "edit", "execute"]
             assert all(s.status == "in_progress" for s in starts)
             assert starts[0].title == "Write hello.py"
             assert starts[0].locations[0].path == str(jmp.workspace.resolve() / "hello.py")
+            assert [s.locations[0].line for s in starts if s.kind == "edit"] == [1, 1]
             assert starts[1].title == "Run python3 hello.py"
             ends = client.of("tool_call_update")
             assert [e.tool_call_id for e in ends] == [s.tool_call_id for s in starts]
@@ -76,7 +78,7 @@ def test_multi_step_prompt_follow_up_and_load(jmp: Cli) -> None:
             jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
             jmp.flash.queue([{"text": "Nothing else to do."}])
             assert await agent.prompt(session, "anything else?") == "end_turn"
-            assert client.kinds() == ["agent_message_chunk"]
+            assert client.shown() == ["agent_message_chunk"]
             assert client.text() == "Nothing else to do."
         assert agent.process.returncode == 0
         log = jmp.log(session)
@@ -93,7 +95,7 @@ def test_multi_step_prompt_follow_up_and_load(jmp: Cli) -> None:
             await again.conn.load_session(
                 cwd=str(jmp.workspace), session_id=session, mcp_servers=[]
             )
-            replay = again.client.kinds()
+            replay = again.client.shown()
             assert replay == (
                 ["user_message_chunk"]
                 + ["tool_call", "tool_call_update"] * 4

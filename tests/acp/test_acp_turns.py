@@ -9,6 +9,7 @@ import sys
 import pytest
 from acp import RequestError
 
+from acp_server.translator import CUT_OFF
 from tests.acp.helpers import acp_agent, run
 from tests.support.cli import FLASH_KEY, ROOT, Cli
 from tests.support.warm import workers_of
@@ -35,7 +36,7 @@ def answer_requested(jmp: Cli) -> bool:
 
 def test_cancel_during_a_streamed_answer_then_a_new_prompt(jmp: Cli) -> None:
     jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
-    jmp.flash.fault("slow", count=1, seconds=1.0)
+    jmp.flash.fault("slow", count=1, seconds=0.3)  # per 8-character chunk
     jmp.flash.queue([{"text": LONG_ANSWER}])
 
     async def scenario() -> None:
@@ -45,9 +46,14 @@ def test_cancel_during_a_streamed_answer_then_a_new_prompt(jmp: Cli) -> None:
             await until(lambda: answer_requested(jmp))
             with pytest.raises(RequestError, match="already has a prompt running"):
                 await agent.prompt(session, "a second prompt meanwhile")
+            # Issue 24 item 2: the answer streams as it is generated.
+            await agent.client.wait_for(lambda u: u.session_update == "agent_message_chunk")
             await agent.conn.cancel(session_id=session)
             assert await asyncio.wait_for(turn, 150) == "cancelled"
-            assert not agent.client.of("agent_message_chunk")  # no partial answer went out
+            streamed = agent.client.text()
+            assert streamed.endswith(CUT_OFF), streamed  # and says it was cut off, unrecorded
+            assert LONG_ANSWER.startswith(streamed[: -len(CUT_OFF)])
+            agent.client.clear()
             jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
             jmp.flash.queue([{"text": "Short answer."}])
             assert await agent.prompt(session, "briefly then") == "end_turn"
@@ -191,7 +197,17 @@ def test_one_process_runs_prompts_of_two_sessions_at_once(jmp: Cli) -> None:
             assert not slow.done(), [(e["kind"], e["data"]) for e in jmp.log(one)[-3:]]
             await agent.conn.cancel(session_id=one)
             assert await asyncio.wait_for(slow, 150) == "cancelled"
-            said = [(s, u.content.text) for s, u in agent.client.updates]
-            assert said == [(two, "Quick.")]
+
+            def said(session: str) -> str:
+                chunks = agent.client.updates
+                return "".join(
+                    u.content.text
+                    for s, u in chunks
+                    if s == session and u.session_update == "agent_message_chunk"
+                )
+
+            assert said(two) == "Quick."
+            streamed = said(one)  # what streamed of the long one, then the cut-off note
+            assert not streamed or LONG_ANSWER.startswith(streamed.removesuffix(CUT_OFF))
 
     run(scenario())

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from acp import RequestError, image_block, resource_link_block, text_block
 from acp.schema import EmbeddedResourceContentBlock, TextResourceContents
 
 from acp_server.content import prompt_text
-from acp_server.updates import Translator, title, tool_kind, uncertain_text
+from acp_server.translator import Translator
+from acp_server.updates import title, tool_kind, uncertain_text
 from protocol.codec import make_event
 from protocol.events import (
     Data,
@@ -57,7 +59,7 @@ def test_titles_and_kinds() -> None:
     ]
     assert title("edit", "/w/src/a.py", WS) == "Edit src/a.py"
     assert title("bash", "pytest   -q", WS) == "Run pytest -q"
-    assert title("mcp.echo", "hi", WS) == "MCP echo hi"
+    assert title("mcp.lookup", "glossary", WS) == "MCP glossary: lookup"  # server, then tool
     assert len(title("bash", "x" * 500, WS)) <= 120
 
 
@@ -132,6 +134,32 @@ def test_an_uncertain_call_says_what_died() -> None:
     assert text("worker_exit", True).startswith("Outcome unknown: an MCP server died during")
     assert text("worker_exit", False).startswith("Outcome unknown: the tool worker died during")
     assert text("kernel_exit", False).startswith("Outcome unknown: jmp itself was stopped")
+    assert text("cancelled", False).startswith("Outcome unknown: you cancelled this call")
+
+
+def test_a_cancelled_command_is_asked_about_as_cancelled_not_as_a_crash() -> None:
+    """Issue 24 item 1: the person's own cancel was later described as "started, no recorded
+    end" and "jmp itself was stopped"."""
+    from types import SimpleNamespace
+
+    from acp_server.permission import describe
+    from kernel.store.pending import unsettled
+
+    log = events(
+        started("c1", target="make test"),
+        ToolFinishedData(
+            call_id="c1",
+            tool="bash",
+            status="error",
+            exit_code=-1,
+            interrupted=True,
+            reason="cancelled",
+        ),
+    )
+    handle: Any = SimpleNamespace(session=SimpleNamespace(workspace=WS))
+    asked = describe(unsettled(log), handle).content[0].content.text
+    assert "you cancelled it before it finished" in asked, asked
+    assert "no recorded end" not in asked and "--ack-interrupted" not in asked
 
 
 def schema_fields() -> set[str]:
@@ -219,3 +247,141 @@ def test_an_overlong_line_is_answered_with_its_id_or_ends_our_request() -> None:
     # the client's answer to our request 0 ends that request with an error, answers nothing
     ends = overlong(b'{"jsonrpc":"2.0","id":0,"result":{"outcome":{"x":"', 100)
     assert isinstance(ends, dict) and (ends["id"], ends["error"]["code"]) == (0, -32600)
+
+
+def test_a_stopped_command_says_one_thing_about_its_exit() -> None:
+    """Issue 24 item 6: after a cancel the output said "exit code 130" (the shell) and then
+    "[exit code -1]"."""
+    from acp_server.updates import finished
+
+    def text(**fields: Any) -> str:
+        data = ToolFinishedData(call_id="c", tool="bash", status="error", text="out", **fields)
+        return finished(data, None).content[0].content.text
+
+    stopped = text(exit_code=-1, interrupted=True, reason="cancelled")
+    assert "[exit code" not in stopped and "you cancelled it" in stopped
+    assert "time limit" in text(exit_code=-1, interrupted=True, reason="timeout")
+    assert text(exit_code=2).endswith("[exit code 2]")
+    assert "exit code -1" not in text(exit_code=-1)  # a command left running: no exit code
+    shown = text(exit_code=0, display="just the output")  # the person's view, not the model's
+    assert shown.startswith("just the output") and "out\n" not in shown
+
+
+def test_edits_carry_a_diff_and_a_line() -> None:
+    """Issue 24 item 6: an `insert` sent no diff, and no location had a line."""
+    from acp_server.updates import diff, locations
+
+    insert = {"command": "insert", "path": "/w/a.py", "insert_line": 4, "new_str": "x = 1\n"}
+    (change,) = diff("edit", {"arguments": insert, "target": "/w/a.py"})
+    assert (change.type, change.old_text, change.new_text) == ("diff", "", "x = 1\n")
+    (place,) = locations("edit", "/w/a.py", WS, {"arguments": insert})
+    assert place.line == 5  # the first inserted line
+    (view,) = locations("read", "/w/a.py", WS, {"arguments": {"view_range": [12, 20]}})
+    assert view.line == 12
+
+
+def test_an_edit_is_located_at_its_old_text(tmp_path: Path) -> None:
+    from acp_server.updates import locations
+
+    source = tmp_path / "m.py"
+    source.write_text("a\nb\nold line\nc\n")
+    edit = {"arguments": {"command": "str_replace", "old_str": "old line", "new_str": "new"}}
+    (place,) = locations("edit", str(source), tmp_path, edit)
+    assert place.line == 3
+    fifo = tmp_path / "pipe"
+    __import__("os").mkfifo(fifo)
+    (never,) = locations("edit", str(fifo), tmp_path, edit)  # a FIFO is never opened to wait
+    assert never.line is None
+
+
+def test_a_blocked_turn_tells_an_editor_user_what_to_do() -> None:
+    """Issue 24 item 6: the blocked message told editor users to use `--ack-interrupted`."""
+    from acp_server.updates import message
+    from kernel.loop.resume import ACK_HINT
+
+    summary = f"Interrupted calls have an unknown outcome: bash 'x'. Check them, then {ACK_HINT}."
+    told = message(FinalData(status="blocked", summary=summary))
+    assert told is not None
+    assert "--ack-interrupted" not in told.content.text and "Acknowledge" in told.content.text
+
+
+def test_thoughts_say_what_the_agent_does_between_calls() -> None:
+    from protocol.events import (
+        ArgumentOffloadData,
+        CompletionReviewData,
+        ModelStartedData,
+        RouteData,
+    )
+
+    translator = Translator(WS)
+    log = events(
+        ModelStartedData(stage="route", model="jev"),
+        RouteData(choice="bash", confidence=0.9, context_bytes=1, probabilities={"bash": 0.9}),
+        ModelStartedData(stage="generate", model="flash"),
+        ArgumentOffloadData(tool="read", policy="deterministic"),
+        ModelStartedData(stage="completion_review", model="jev"),
+        CompletionReviewData(
+            choice="work_remains", confidence=0.7, context_bytes=1, probabilities={}
+        ),
+        ModelStartedData(stage="respond", model="flash"),
+    )
+    said = [u.content.text for e in log for u in translator.live(e)]
+    assert [u.session_update for e in log for u in Translator(WS).live(e)] == [
+        "agent_thought_chunk"
+    ] * 7
+    assert said[1] == "Next: bash (confidence 0.90).\n"
+    assert said[2] == "Writing the arguments for bash…\n" and "built in code" in said[3]
+    assert said[5].startswith("Review: work remains") and said[6] == "Writing the answer…\n"
+
+
+def test_a_rejected_call_replays_as_rejected_and_never_as_started() -> None:
+    from protocol.events import ApprovalData
+
+    log = events(
+        UserData(text="go"),
+        ApprovalData(call_id="c1", tool="bash", target="rm x", decision="rejected"),
+    )
+    _, rejected = list(Translator(WS).replay(log))
+    assert rejected.session_update == "tool_call" and rejected.status == "failed"
+    assert "rejected" in rejected.content[0].content.text and rejected.title == "Run rm x"
+
+
+def test_initialize_before_the_sdk_is_what_the_sdk_would_say() -> None:
+    """Item 7: acp_server/hello.py answers `initialize` before the SDK is loaded."""
+    import acp
+    from acp.schema import InitializeResponse
+
+    from acp_server import hello
+
+    assert hello.PROTOCOL_VERSION == acp.PROTOCOL_VERSION
+    for asked in (1, 7, 0):
+        raw = hello.result(asked, "1.2.3")
+        model = InitializeResponse.model_validate(raw)
+        dumped = model.model_dump(mode="json", by_alias=True, exclude_none=True, exclude_unset=True)
+        assert dumped == raw and raw["protocolVersion"] == 1
+    assert hello.early_version({"id": 1, "method": "initialize", "params": {}}) is None
+    assert (
+        hello.early_version({"id": 1, "method": "initialize", "params": {"protocolVersion": True}})
+        is None
+    )
+
+
+def test_titles_skip_embedded_context_and_untitled_sessions_say_so(tmp_path: Path) -> None:
+    """Issue 24 item 6: titles held the embedded context; a new session had no title."""
+    from acp_server.listing import UNTITLED, session_infos
+    from kernel.store.catalog import list_sessions
+    from kernel.store.session import Session
+
+    code = "x = '```'\n```\nnot the end\n"  # a fence inside the context cannot close it
+    embedded = EmbeddedResourceContentBlock(
+        type="resource", resource=TextResourceContents(uri="file:///w/b.py", text=code)
+    )
+    text = prompt_text([embedded, text_block("Explain this function")])
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    with Session.create(tmp_path / "home", workspace) as prompted:
+        prompted.append(UserData(text=text))
+    Session.create(tmp_path / "home", workspace).close()
+    infos = session_infos(list_sessions(tmp_path / "home"), str(workspace))
+    titles = sorted(info.title or "" for info in infos)
+    assert titles == ["Explain this function", UNTITLED], titles

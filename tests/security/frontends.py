@@ -291,8 +291,8 @@ class Acp(FrontEnd):
                 u.status == "failed" and "Outcome unknown" in _acp_text(u)
                 for u in client.of("tool_call_update")
             )
-            and "--ack-interrupted" in client.text()
-        )  # and how to go on
+            and "Acknowledge" in client.text()
+        )  # and how to go on (the next prompt asks)
         return Outcome(
             code=process.returncode,
             output="\n".join(json.dumps(f) for f in frames),

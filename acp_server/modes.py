@@ -1,0 +1,160 @@
+"""ACP session modes: `auto` (effects run unasked, the CLI's behaviour) and `ask` (each effect
+waits for the person's answer), and the approver that asks.
+
+The approver is the session's `Agent(approve=...)` hook (kernel/loop/approval.py), called on
+the run's thread right before an effect would start: in `ask` mode it shows the call as
+`pending`, sends `session/request_permission` (allow once / always for this session / reject)
+and waits; the kernel records the answer before `tool_started`. "Always" covers that tool for
+the rest of the session, in this process and the next (it is read back from the `approval`
+records, as the mode is from the `mode` records).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from acp import RequestError
+from acp.schema import (
+    AllowedOutcome,
+    PermissionOption,
+    SessionMode,
+    SessionModeState,
+    ToolCallUpdate,
+)
+
+from acp_server.errors import INVALID_PARAMS
+from acp_server.updates import proposed, title, tool_kind
+from kernel.loop.approval import Approval, ProposedCall
+from protocol.events import ApprovalData, Event, ModeData
+from protocol.events import SessionMode as ModeId
+
+if TYPE_CHECKING:
+    from acp_server.sink import Sink
+
+AUTO: ModeId = "auto"
+ASK: ModeId = "ask"
+MODES = (
+    SessionMode(
+        id=AUTO,
+        name="Run without asking",
+        description="Writes, edits, commands and MCP calls run as jmp chooses them (as the CLI).",
+    ),
+    SessionMode(
+        id=ASK,
+        name="Ask before changes",
+        description="Each write, edit, command and MCP call waits for your answer first: allow "
+        "once, always for this session, or reject.",
+    ),
+)
+ALLOW, ALWAYS, REJECT = "allow", "always", "reject"
+CANCELLED_REQUEST = -32800  # the schema's "request cancelled": our waiting request is over
+WAIT_POLL_S = 0.25
+CANCEL_GRACE_S = 10.0  # after a cancel, how long a client has to answer `cancelled` itself
+
+
+def state(current: ModeId) -> SessionModeState:
+    return SessionModeState(current_mode_id=current, available_modes=list(MODES))
+
+
+def check(mode_id: str) -> ModeId:
+    if mode_id == AUTO:
+        return AUTO
+    if mode_id == ASK:
+        return ASK
+    known = ", ".join(m.id for m in MODES)
+    reason = f"no mode {mode_id!r}: jmp has {known}"
+    raise RequestError(INVALID_PARAMS, reason, {"errorClass": "UsageError"})
+
+
+def options(tool: str) -> list[PermissionOption]:
+    return [
+        PermissionOption(option_id=ALLOW, name="Allow once", kind="allow_once"),
+        PermissionOption(
+            option_id=ALWAYS, name=f"Always allow {tool} in this session", kind="allow_always"
+        ),
+        PermissionOption(option_id=REJECT, name="Reject (jmp is told)", kind="reject_once"),
+    ]
+
+
+class Approver:
+    """A session's mode and its "always" answers, and the hook that asks (module doc)."""
+
+    def __init__(self, sink: Sink) -> None:
+        self.sink = sink
+        self.mode: ModeId = AUTO
+        self.always: set[str] = set()
+
+    def load(self, events: Sequence[Event]) -> None:
+        """The mode and the "always" answers a log recorded (a session opened again)."""
+        for event in events:
+            data = event.data
+            if isinstance(data, ModeData):
+                self.mode = data.mode
+            elif isinstance(data, ApprovalData) and (data.scope, data.decision) == (
+                "session",
+                "allowed",
+            ):
+                self.always.add(data.tool)
+
+    def __call__(self, call: ProposedCall) -> Approval | None:
+        if self.mode != ASK:
+            return None  # nothing asked, nothing recorded: as without a hook
+        if call.tool in self.always:
+            return Approval("allowed", scope="session", asked=False)
+        sink, handle = self.sink, self.sink.handle
+        if handle is None or sink.translator is None:
+            return Approval("rejected")
+        sink.from_run(lambda t: t.asking(call.call_id, call.tool, call.target, call.arguments))
+        answer = self._ask(call)
+        if answer == ALWAYS:
+            self.always.add(call.tool)
+            return Approval("allowed", scope="session")
+        if answer == ALLOW:
+            return Approval("allowed")
+        return Approval("cancelled" if answer is None else "rejected")
+
+    def _ask(self, call: ProposedCall) -> str | None:
+        """The option chosen; None when the turn was cancelled or the client is gone."""
+        server, handle = self.sink.server, self.sink.handle
+        loop, client = server.loop, server.client
+        if loop is None or client is None or handle is None:
+            return None
+        workspace = handle.session.workspace
+        shown = proposed(call.call_id, call.tool, call.target, call.arguments, workspace)
+        request = ToolCallUpdate(
+            tool_call_id=call.call_id,
+            title=title(call.tool, call.target, workspace),
+            kind=tool_kind(call.tool),
+            status="pending",
+            content=shown.content,
+            locations=shown.locations,
+        )
+        coroutine = client.request_permission(
+            session_id=handle.id, tool_call=request, options=options(call.tool)
+        )
+        future = asyncio.run_coroutine_threadsafe(coroutine, loop)
+        cancelled_at: float | None = None
+        while True:
+            try:
+                reply = future.result(timeout=WAIT_POLL_S)
+            except concurrent.futures.TimeoutError:
+                if handle.agent.cancel.is_set():
+                    cancelled_at = cancelled_at or time.monotonic()
+                    if time.monotonic() - cancelled_at > CANCEL_GRACE_S:
+                        future.cancel()
+                        return None
+                continue
+            except RequestError as exc:
+                # Ours at shutdown (the request is over), or a client that cannot ask: the safe
+                # answer is that nothing runs.
+                return None if exc.code == CANCELLED_REQUEST else REJECT
+            except (ConnectionError, concurrent.futures.CancelledError, RuntimeError):
+                return None
+            outcome = reply.outcome
+            if isinstance(outcome, AllowedOutcome) and outcome.option_id in (ALLOW, ALWAYS):
+                return str(outcome.option_id)
+            return REJECT if isinstance(outcome, AllowedOutcome) else None

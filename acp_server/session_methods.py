@@ -1,0 +1,136 @@
+"""Session methods of the ACP agent: new, load (replays), resume (does not), close, set_mode,
+list. A mixin of `JmpAcpAgent` (acp_server/server.py), which the SDK's router calls by name.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from functools import partial
+from typing import TYPE_CHECKING, Any
+
+from acp import RequestError
+from acp.schema import (
+    CloseSessionResponse,
+    ListSessionsResponse,
+    LoadSessionResponse,
+    NewSessionResponse,
+    ResumeSessionResponse,
+    SetSessionModeResponse,
+)
+
+from acp_server import modes, sessions
+from acp_server.errors import JMP_ERROR
+from acp_server.sessions import ClientServer, Handle
+from acp_server.sink import Sink
+from protocol.events import ModeData
+
+CLOSE_POLL_S = 0.05  # how often `session/close` looks whether the prompt it cancelled ended
+
+if TYPE_CHECKING:
+    from acp_server.server import JmpAcpAgent
+
+    Base = JmpAcpAgent
+else:
+    Base = object
+
+
+class SessionMethods(Base):
+    """How sessions are opened and released (see the module docstring)."""
+
+    async def new_session(
+        self, cwd: str, mcp_servers: Sequence[ClientServer] | None = None, **_: Any
+    ) -> NewSessionResponse:
+        sink = Sink(self)
+        client = list(mcp_servers or ())
+        handle = await self._call(
+            partial(sessions.create, self.config, cwd, client, sink),
+            redactor=self.config.request_redactor(client),
+        )
+        sink.bind(handle)
+        self.handles[handle.id] = handle
+        return NewSessionResponse(session_id=handle.id, modes=modes.state(sink.approver.mode))
+
+    async def load_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Sequence[ClientServer] | None = None,
+        **_: Any,
+    ) -> LoadSessionResponse:
+        """Replay the history as updates, all before this response."""
+        handle, sink = await self._open(cwd, session_id, mcp_servers)
+        assert sink.translator is not None
+        for update in sink.translator.replay(list(handle.session.events)):
+            await self.send_update(handle, update)
+        return LoadSessionResponse(modes=modes.state(sink.approver.mode))
+
+    async def resume_session(
+        self,
+        cwd: str,
+        session_id: str,
+        mcp_servers: Sequence[ClientServer] | None = None,
+        **_: Any,
+    ) -> ResumeSessionResponse:
+        """Open it as `session/load` does, without replaying its history."""
+        _, sink = await self._open(cwd, session_id, mcp_servers)
+        return ResumeSessionResponse(modes=modes.state(sink.approver.mode))
+
+    async def close_session(self, session_id: str, **_: Any) -> CloseSessionResponse:
+        """Cancel its prompt (as `session/cancel`), wait for it, then release its workers and
+        its lock; the process serves on."""
+        handle = self._handle(session_id)
+        handle.agent.cancel.set()
+        await self._settled(handle)
+        while handle.busy:  # its prompt ends `cancelled` (a permission request too)
+            await asyncio.sleep(CLOSE_POLL_S)
+        if self.handles.get(session_id) is handle:
+            del self.handles[session_id]
+            await self._call(handle.close)
+        return CloseSessionResponse()
+
+    async def set_session_mode(
+        self, mode_id: str, session_id: str, **_: Any
+    ) -> SetSessionModeResponse:
+        """Recorded in the log (`mode`), so that a new process on the session keeps it."""
+        handle = self._handle(session_id)
+        mode = modes.check(mode_id)
+        sink = handle.sink
+        if sink.approver.mode != mode:
+            await self._call(partial(handle.session.append, ModeData(mode=mode), True), handle)
+            sink.approver.mode = mode
+        return SetSessionModeResponse()
+
+    async def list_sessions(self, cwd: str | None = None, **_: Any) -> ListSessionsResponse:
+        from acp_server.listing import session_infos
+        from kernel.store.catalog import list_sessions
+
+        def listing() -> ListSessionsResponse:
+            if cwd is not None:
+                sessions.check_text(cwd, "cwd")  # before a Path sees it
+            rows = list_sessions(self.config.home)
+            return ListSessionsResponse(sessions=session_infos(rows, cwd))
+
+        return await self._call(listing)
+
+    async def _open(
+        self, cwd: str, session_id: str, mcp_servers: Sequence[ClientServer] | None
+    ) -> tuple[Handle, Sink]:
+        """Lock and open a session for this client (one open here and idle is reopened, with
+        this request's MCP servers)."""
+        previous = self.handles.get(session_id)
+        if previous is not None:
+            await self._settled(previous)
+            if previous.busy:
+                raise RequestError(JMP_ERROR, f"session {session_id} has a prompt running")
+            self.handles.pop(session_id, None)
+            await self._call(previous.close)
+        sink = Sink(self)
+        client = list(mcp_servers or ())
+        handle = await self._call(
+            partial(sessions.load, self.config, session_id, cwd, client, sink),
+            redactor=self.config.request_redactor(client),
+        )
+        self.handles[handle.id] = handle
+        sink.bind(handle)
+        return handle, sink
