@@ -35,7 +35,7 @@ PINNED = ("session", "user", "tool_started", "tool_uncertain")  # fsynced or the
 # Counted in the table (`abandoned: workers not ready, machine load`), never hidden, and every
 # check but "it completed" still runs on what was done.
 NOT_READY = "worker not ready after"
-GIVE_UP_AFTER = 3
+GIVE_UP_AFTER = 2
 
 
 @dataclass

@@ -30,6 +30,7 @@ KEPT_FILES = r"^(?!.*memory\.sqlite3)"
 # at the n-th operation of the disk on a matching path (`fs`), or at a random moment.
 CUT_PHASES = ("route", "generate", "tool", "between", "event", "fs", "random")
 EVENT_KINDS = ("session", "user", "run_started", "route", "tool_started", "tool_finished", "final")
+RECURRING_KINDS = ("run_started", "route", "tool_started", "tool_finished")  # every run or step
 LOG = r"/events\.jsonl$"
 # fs triggers: (op, path pattern, bytes the write holds, freeze before/after)
 FS_POINTS = (
@@ -154,7 +155,9 @@ def _kill(rng: random.Random, targets: tuple[str, ...], quick: bool = False) -> 
     target = rng.choice(targets)
     phase = rng.choice(PHASES)
     tear = round(rng.random(), 3) if target == "kernel" and rng.random() < 0.4 else None
-    soon = (1, 2, 2, 8) if quick else (1, 3, 2, 14)  # quick: moments an iteration reaches
+    # quick: the next moment of its phase (route, generate and tool recur every step, so a kill
+    # fires soon and never holds up the ones queued behind it), between at the 1st-3rd record
+    soon = (1, 1, 1, 3) if quick else (1, 3, 2, 14)
     return Kill(
         target=target,
         phase=phase,
@@ -220,9 +223,12 @@ QUICK_PACE = (0.05, 0.3)
 def make_quick_plan(seed: int, index: int, power: bool = False) -> IterationPlan:
     """An iteration aimed at kill points (`--quick`, what `make chaos` runs): a short request
     (2-3 calls, a follow-up of 1-2 in a third of the iterations), calls that run 0.05-0.3 s,
-    3-6 kills, each at a moment the iteration reaches (route, generate and tool at their 1st
-    or 2nd occurrence, between at the 2nd to 8th record); warm in 3 of 4. A power iteration:
-    2-3 cuts and at most one kill. A pure function of the arguments, like `make_plan`."""
+    3-6 kills, each at the next moment of its phase (route, generate, tool; between at the
+    1st-3rd record): kills are delivered in order, so one planned for a moment the session
+    never reaches would hold up every kill behind it. A power iteration: 2-3
+    cuts (at recurring records, the 1st matching disk operation, kill phases, or a random
+    moment) and at most one kill. Warm in 4 of 5. A pure function of the arguments, like
+    `make_plan`."""
     rng = random.Random(f"jmp-chaos-quick:{seed}:{index}")
     prefix = f"W{seed}q{index}{rng.getrandbits(24):06x}"
     written: list[str] = []
@@ -237,7 +243,7 @@ def make_quick_plan(seed: int, index: int, power: bool = False) -> IterationPlan
         "mcp": f"mcp-chaos-{rng.getrandbits(96):024x}",
     }
     requests = [first, second] if follow else [first]
-    ack_direct, warm = rng.random() < 0.5, rng.random() < 0.75
+    ack_direct, warm = rng.random() < 0.5, rng.random() < 0.8
     plan = IterationPlan(seed, index, requests, kills, faults, ack_direct, keys, warm)
     if not power:
         return plan
@@ -298,17 +304,18 @@ def _cut(rng: random.Random, quick: bool = False) -> Cut:
     dirs = rng.choice(DIR_VARIANTS)
     seed = rng.getrandbits(32)
     if phase == "event":
-        kind = rng.choice(EVENT_KINDS)
-        nth = 1 if kind in ("session", "run_started") else rng.randint(1, 3)
+        kind = rng.choice(RECURRING_KINDS if quick else EVENT_KINDS)
+        nth = 1 if quick or kind in ("session", "run_started") else rng.randint(1, 3)
         return Cut("event", nth, kind=kind, data=data, dirs=dirs, seed=seed)
     if phase == "fs":
         op, pattern, contains, timing = rng.choice(FS_POINTS)
         nth = rng.randint(1, 2) if contains or "context" in pattern else rng.randint(1, 8)
+        nth = 1 if quick else nth
         return Cut("fs", nth, op, pattern, contains, timing, data=data, dirs=dirs, seed=seed)
     if phase == "random":
         delay = round(rng.uniform(0.2, 3.0 if quick else 6.0), 2)
         return Cut("random", 1, delay=delay, data=data, dirs=dirs, seed=seed)
-    soon = (1, 2, 2, 8) if quick else (1, 3, 2, 14)
+    soon = (1, 1, 1, 3) if quick else (1, 3, 2, 14)
     nth = rng.randint(*soon[:2]) if phase != "between" else rng.randint(*soon[2:])
     delay = round(rng.uniform(0.0, 0.15), 3)
     chunk = rng.randint(0, 6)
