@@ -1,10 +1,12 @@
 """`python -m jev_harness.mcp SCRIPT --goal TEXT --inputs JSON ...`: one session over stdio MCP.
 
-Life of the process: the session is opened before the first frame is read (a bad script, bad
-JSON or a missing key is named on stderr, exit 2, and nothing is served); `--timeout` counts
-from the process start. On stdin EOF, SIGTERM or SIGINT the server stops: a call in flight gets
-STOP_GRACE_S to end (a delegated run is cancelled between steps), else the harness worker is
-killed (the operation is then `tool_uncertain`, never re-run); `final` is written, toolkits are
+Life of the process: the task is built in its harness worker before the first frame is read (a
+bad script, bad JSON or a missing key is named on stderr, exit 2, and nothing is served); the
+session itself is created at the first tool call (listing tools is not one), so a client that
+only connects and lists leaves no session behind. `--timeout` counts from the process start.
+On stdin EOF, SIGTERM or SIGINT the server stops: a call in flight gets STOP_GRACE_S to end (a
+delegated run is cancelled between steps), else the harness worker is killed (the operation is
+then `tool_uncertain`, never re-run); `final` is written if a session exists, toolkits are
 closed (an owned Camofox tab deleted), both workers are stopped. Only MCP frames reach stdout:
 file descriptor 1 is pointed at stderr for everything else, and diagnostics are redacted.
 """
@@ -113,14 +115,15 @@ def _redactor() -> Any:
 
 
 class Server:
-    """The opened session, its MCP front and the one-time stop."""
+    """The prepared task, its session once a call needs it, its MCP front and the one stop."""
 
     def __init__(self, args: argparse.Namespace, archive: Archive | None, say: Any) -> None:
         from jev_harness.mcp.server import Front
-        from jev_harness.session import open_session
+        from jev_harness.session import prepare_session
 
         self.say, self.archive = say, archive
-        self.session = open_session(
+        self.deadline = SERVER_START + args.timeout
+        self.pending = prepare_session(
             args.script,
             args.goal,
             json_arg("--inputs", args.inputs, obj=True),
@@ -131,10 +134,33 @@ class Server:
             direct_only=args.direct_only,
             on_event=archive,
         )
-        self.session.engine.deadline = SERVER_START + args.timeout
-        self.front = Front(self.session, args.direct_only, self.session.session.redactor.value, say)
+        self.current: Any = None  # the HarnessSession, from the first tool call on
+        self._opening = threading.Lock()
+        self._ended = False
+        self._failed: str | None = None
+        self.front = Front(self.session, args.direct_only, self.pending.redactor.value, say)
         self._stopping = threading.Lock()
         self.result: dict[str, Any] | None = None
+
+    def session(self) -> Any:
+        """The session, created by the first call that needs it (in the front's worker thread).
+
+        Raises JmpError once the server is stopping, or when creating it failed."""
+        from kernel.errors import JmpError
+
+        with self._opening:
+            if self.current is None:
+                if self._ended or self._failed:
+                    raise JmpError(self._failed or "the server is stopping")
+                try:
+                    session = self.pending.open()
+                except Exception as exc:
+                    self._failed = f"the session could not be created: {type(exc).__name__}: {exc}"
+                    raise JmpError(self._failed) from None
+                session.engine.deadline = self.deadline
+                self.current = session
+                self.say(f"serving session {session.session_id} (pid {os.getpid()})")
+            return self.current
 
     def serve(self, mcp_out: int) -> None:
         """Answer MCP frames until stdin ends."""
@@ -162,20 +188,29 @@ class Server:
             return self.result
 
     def _stop(self, why: str) -> dict[str, Any]:
-        engine = self.session.engine
-        engine.cancel.set()  # a delegated run stops between steps
+        if self.current is not None:
+            self.current.engine.cancel.set()  # a delegated run stops between steps
         if not self.front.idle.wait(STOP_GRACE_S):
             self.say(f"{why}: the call in flight did not end; stopping the harness worker")
-            engine.harness.close()  # the operation becomes tool_uncertain, never re-run
+            engine = self.current.engine if self.current is not None else None
+            if engine is not None:
+                engine.harness.close()  # the operation becomes tool_uncertain, never re-run
             self.front.idle.wait(STOP_GRACE_S)
-            if engine.final is None:  # the stuck call was not an operation (a domain, say)
+            if engine is not None and engine.final is None:  # not an operation (a domain, say)
                 engine.finish("blocked", f"{why}: the harness worker was stopped mid-call")
+        with self._opening:  # no session is created from here on
+            self._ended = True
+            session = self.current
         try:
-            result: dict[str, Any] = self.session.close()
+            if session is None:
+                self.pending.close()
+                self.say(f"{why}: no tool was called, so no session was created")
+                return {"status": None, "session_id": None}
+            result: dict[str, Any] = session.close()
         finally:
             if self.archive is not None:
                 self.archive.close()
-        self.say(f"{why}: session {self.session.session_id} ended {result.get('status')}")
+        self.say(f"{why}: session {session.session_id} ended {result.get('status')}")
         return result
 
 
@@ -204,7 +239,7 @@ def run(argv: list[str], mcp_out: int, say: Any) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    say(f"serving session {server.session.session_id} (pid {os.getpid()})")
+    say(f"serving {args.script} (pid {os.getpid()}); the session opens at the first tool call")
     try:
         server.serve(mcp_out)
     finally:

@@ -41,12 +41,12 @@ class Front:
 
     def __init__(
         self,
-        session: Any,
+        session: Callable[[], Any],
         direct_only: bool,
         redact: Callable[[Any], Any],
         say: Callable[[str], None] = print,
     ) -> None:
-        self.session, self.say = session, say
+        self.session, self.say = session, say  # session() creates it at the first call
         self.direct_only = direct_only
         self.redact = redact
         self.in_flight = False
@@ -109,20 +109,23 @@ class Front:
             return rejection("invalid_arguments", str(exc))
         self.calls += 1
         try:
-            result = self._dispatch(canonical, args)
+            session = self.session()
+        except JmpError as exc:  # it could not be created, or the server is stopping
+            return rejection("error", str(self.redact(str(exc))))
+        try:
+            result = self._dispatch(session, canonical, args)
         except HarnessRejected as exc:
-            return rejection(exc.code, self._detail(exc, args))
+            return rejection(exc.code, self._detail(session, exc, args))
         except JmpError as exc:  # the harness worker failed or is gone
             if canonical in ("observe", "arguments"):  # refused only with busy / stale_state
-                return success(self.redact(self._without_worker(canonical, args, exc)))
+                return success(self.redact(self._without_worker(session, canonical, args, exc)))
             return rejection("error", str(self.redact(f"{type(exc).__name__}: {exc}")))
         except Exception as exc:  # a bug: named on stderr, never with what the caller sent
             self.say(f"internal error in {canonical}: {type(exc).__name__}")
             return rejection("error", f"internal error ({type(exc).__name__}); see the server log")
         return success(self.redact(result))
 
-    def _dispatch(self, name: str, args: dict[str, Any]) -> dict[str, Any]:
-        s = self.session
+    def _dispatch(self, s: Any, name: str, args: dict[str, Any]) -> dict[str, Any]:
         if name == "observe":
             result: dict[str, Any] = s.observe()
         elif name == "arguments":
@@ -133,15 +136,17 @@ class Front:
             result = s.delegate()
         return result
 
-    def _without_worker(self, name: str, args: dict[str, Any], exc: Exception) -> dict[str, Any]:
+    def _without_worker(
+        self, session: Any, name: str, args: dict[str, Any], exc: Exception
+    ) -> dict[str, Any]:
         """What observe / arguments can still say when the task cannot be asked: the end."""
-        engine = self.session.engine
+        engine = session.engine
         note = f"the task cannot be observed: {type(exc).__name__}: {exc}"
         if name == "arguments":
             return {"tool": args["tool"], "state_ref": "", "parameter": None, "options": []}
         return {
             "state_ref": "",
-            "session_id": self.session.session_id,
+            "session_id": session.session_id,
             "goal": engine.goal,
             "limits": engine.limits_view(),
             "observation": None,
@@ -149,7 +154,7 @@ class Front:
             "complete": False,
             "delegation": {
                 "available": False,
-                "route": self.session.route,
+                "route": session.route,
                 "direct_only": self.direct_only,
                 "same_tools_and_verifier": True,
             },
@@ -158,12 +163,12 @@ class Front:
             "note": note,
         }
 
-    def _detail(self, exc: Any, args: dict[str, Any]) -> str:
+    def _detail(self, session: Any, exc: Any, args: dict[str, Any]) -> str:
         """A refusal's message: fixed per code, plus facts the server itself owns."""
         if exc.code == "budget_exhausted":
             return str(exc.detail)  # max steps / timeout / ended: the server's own words
         if exc.code == "incomplete":
-            known = self.session.engine.tools.get(args.get("tool"))
+            known = session.engine.tools.get(args.get("tool"))
             if known is not None:
                 names = [p.name for p in known.parameters]
                 return f"{MESSAGES['incomplete']} (this tool takes {names})"

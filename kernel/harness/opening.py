@@ -1,8 +1,9 @@
 """Opening a harness run: check, start workers, build the task, then create the session.
 
 Order matters for what a failure leaves behind: a missing key, a missing script or a script
-whose build raises is reported before any session exists; once the session exists, its first
-records are `session` (created_by "jev-harness"), `user` (the goal), `task`, `run_started`.
+whose build raises is reported before any session exists (`prepare_run`); once the session
+exists (`Prepared.open`), its first records are `session` (created_by "jev-harness"), `user`
+(the goal), `task`, `run_started`.
 """
 
 from __future__ import annotations
@@ -73,19 +74,87 @@ def script_digest(script: str | os.PathLike[str]) -> tuple[str, str]:
     return str(path), hashlib.sha256(data).hexdigest()
 
 
-def open_run(
+@dataclass
+class Prepared:
+    """A run whose task is built in its harness worker, before any session exists.
+
+    `open()` creates the session (its first records; Jev's router unless direct-only) and
+    hands the worker on to the `Opened`; `close()` instead stops the worker and leaves nothing
+    behind: no session, no record. A front end that may never be asked to act (the MCP server
+    a client only lists tools of) prepares at start and opens at the first call."""
+
+    harness: HarnessWorker
+    runtime_dir: Path
+    loaded: TaskLoaded
+    redactor: Redactor
+    goal: str
+    context: Any
+    path: str
+    sha256: str
+    inputs: dict[str, Any]
+    limits: Limits
+    settings: Any
+    direct_only: bool
+    started: float
+
+    def open(self, home: Path, on_event: Callable[[Any], None] | None = None) -> Opened:
+        """Create the session and its first records; on failure the worker is stopped too."""
+        try:
+            session = _create(home, on_event, self.redactor)
+        except BaseException:
+            self.close()
+            raise
+        router = None if self.direct_only else _router(session, self.settings, self.runtime_dir)
+        try:
+            if router is not None:
+                router.start()
+            _first_records(
+                session,
+                self.goal,
+                self.path,
+                self.sha256,
+                self.inputs,
+                self.context,
+                self.limits,
+                self.loaded,
+                self.settings,
+                self.direct_only,
+            )
+            engine = Engine(
+                session,
+                self.harness,
+                router,
+                self.goal,
+                self.limits,
+                self.loaded,
+                started=self.started,
+                context=self.context,
+            )
+        except BaseException:
+            Opened(session, self.harness, router, None, self.runtime_dir).close()  # type: ignore[arg-type]
+            raise
+        return Opened(session, self.harness, router, engine, self.runtime_dir)
+
+    def close(self) -> None:
+        """Close the task's toolkits and stop the worker (a run that never opened); idempotent."""
+        if self.harness.worker.alive:
+            self.harness.close_task()
+        self.harness.close()
+        shutil.rmtree(self.runtime_dir, ignore_errors=True)
+
+
+def prepare_run(
     script: str | os.PathLike[str],
     goal: str,
     inputs: dict[str, Any],
     *,
     context: Any,
     limits: Limits,
-    home: Path,
     settings: Any,
     direct_only: bool,
-    on_event: Callable[[Any], None] | None = None,
-) -> Opened:
-    """Start the workers, build the task and create the session; nothing is left on failure."""
+) -> Prepared:
+    """Check, start the harness worker and build the task; no session yet, nothing left on
+    failure (a missing key, script or a build that raises is named before anything exists)."""
     started = time.monotonic()  # --timeout counts from here
     goal = clean(goal)
     check_goal(goal)
@@ -105,25 +174,25 @@ def open_run(
         harness.start()
         limit_view = {"max_steps": limits.max_steps, "timeout_s": limits.timeout_s}
         loaded = _load(harness, path, sha256, inputs, goal, context, limit_view, limits.timeout_s)
-        session = _create(home, on_event, redactor)
     except BaseException:
         harness.close()
         shutil.rmtree(runtime, ignore_errors=True)
         raise
-    router = None if direct_only else _router(session, settings, runtime)
-    try:
-        if router is not None:
-            router.start()
-        _first_records(
-            session, goal, path, sha256, inputs, context, limits, loaded, settings, direct_only
-        )
-        engine = Engine(
-            session, harness, router, goal, limits, loaded, started=started, context=context
-        )
-    except BaseException:
-        Opened(session, harness, router, None, runtime).close()  # type: ignore[arg-type]
-        raise
-    return Opened(session, harness, router, engine, runtime)
+    return Prepared(
+        harness,
+        runtime,
+        loaded,
+        redactor,
+        goal,
+        context,
+        path,
+        sha256,
+        inputs,
+        limits,
+        settings,
+        direct_only,
+        started,
+    )
 
 
 def _router(session: Any, settings: Any, runtime: Path) -> Router:

@@ -10,6 +10,9 @@ is not a modern one (MCP 2026-07-28, stdio "Backward Compatibility").
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +20,9 @@ from typing import Any
 import pytest
 
 from jmp_lab.servers.jev import JevServer
-from tests.harness.helpers import SCRIPTS, HarnessCli
+from tests.harness.helpers import ROOT, SCRIPTS, HarnessCli
 from tests.harness.mcp_helpers import McpServer, RawClient, jmp_version
+from tests.harness.schema_lint import lint_tools
 
 PICK = SCRIPTS / "pick_task.py"
 INPUTS = {"items": ["a", "b", "c"], "target": "b"}
@@ -40,6 +44,15 @@ FASTMCP_4 = [
 def cli(short_tmp: Path) -> Iterator[HarnessCli]:
     with JevServer() as jev:
         yield HarnessCli(short_tmp, jev)
+
+
+def listed(cli: HarnessCli) -> list[dict[str, Any]]:
+    """`jmp --list --json`'s sessions in the server's sessions directory."""
+    argv = [sys.executable, str(ROOT / "main.py"), "--list", "--json", "--sessions-dir"]
+    done = subprocess.run(
+        [*argv, str(cli.home)], capture_output=True, text=True, timeout=60, check=True
+    )
+    return list(json.loads(done.stdout)["data"]["sessions"])
 
 
 def error(frame: dict[str, Any]) -> tuple[int, str]:
@@ -67,11 +80,17 @@ def test_fastmcp_4s_exchange_and_what_no_sdk_client_sends(cli: HarnessCli) -> No
         assert "run_task" not in init["instructions"]  # --direct-only offers no delegation
         c.send(FASTMCP_4[2])
         c.send(FASTMCP_4[3])
-        names = [t["name"] for t in c.response(3)["result"]["tools"]]
-        assert names == ["observe", "arguments", "operate"]
+        listed_tools = c.response(3)["result"]["tools"]
+        assert [t["name"] for t in listed_tools] == ["observe", "arguments", "operate"]
+        assert lint_tools(listed_tools) == {}  # the Inspector's --strict checks, on the wire
+        refused = c.request("tools/call", {"name": "run_task", "arguments": {}})["result"]
+        assert refused["isError"] is True and refused["structuredContent"]["code"] == "direct_only"
+        assert listed(cli) == []  # listing tools, or a call refused at the door, leaves none
         c.send(FASTMCP_4[4])
         observed = c.response(4)["result"]
         assert observed["isError"] is False and observed["structuredContent"]["state_ref"]
+        [row] = listed(cli)  # the first tool call created it
+        assert row["session_id"] == observed["structuredContent"]["session_id"]
 
         code, _ = error(c.request("resources/subscribe/nope", {}))
         assert code == -32601

@@ -299,13 +299,14 @@ def test_the_entry_capture_is_taken_at_the_first_tool_call_not_at_listing(
             async with server.connect() as c:
                 await c.session.list_tools()
                 await c.session.list_tools()
-                seen["listed"] = (len(server.kinds("tool_started")), site.count("/"))
+                made = sorted(cli.home.iterdir()) if cli.home.exists() else []
+                seen["listed"] = (made, site.count("/"))  # no session yet, nothing fetched
                 ref = await c.ref()
                 seen["observed"] = (len(server.kinds("tool_started")), site.count("/"))
                 assert await c.ref() == ref  # the capture happened once, before the first ref
 
         anyio.run(main)
-    assert seen["listed"] == (0, 0)
+    assert seen["listed"] == ([], 0)
     assert seen["observed"] == (1, 1)
     started = server.kinds("tool_started")
     assert [s["tool"] for s in started] == ["web.open_link"]

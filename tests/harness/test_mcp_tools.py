@@ -6,6 +6,7 @@ import pytest
 
 from jev_harness.mcp import tools
 from jev_harness.mcp.server import rejection
+from tests.harness.schema_lint import lint_tools
 
 
 def test_the_listed_tools_have_closed_schemas_and_delegate_is_not_listed() -> None:
@@ -61,3 +62,24 @@ def test_a_rejection_has_its_code_first() -> None:
         "message": result.structuredContent["message"],
     }  # type: ignore[index]
     assert result.content[0].text.split()[0] == "stale_state"  # type: ignore[union-attr]
+
+
+def test_the_listed_schemas_pass_the_inspectors_strict_checks() -> None:
+    listed = [t.model_dump(by_alias=True, exclude_none=True) for t in tools.listed(False)]
+    assert lint_tools(listed) == {}  # no finding at all, warnings included
+
+
+@pytest.mark.parametrize(
+    ("schema", "rule"),
+    [
+        ({"type": "object", "properties": {"x": True}}, "boolean-schema"),
+        ({"type": "object", "properties": {"x": {"type": ["string", "null"]}}}, "type-union"),
+        ({"type": "object", "properties": {"x": {"$ref": "https://e.example/s"}}}, "remote-ref"),
+        ({"type": "object", "properties": {"x": {"description": "anything"}}}, "untyped-schema"),
+        ({"type": "object", "additionalProperties": {}}, "untyped-schema"),
+    ],
+)
+def test_the_strict_checks_find_what_the_inspector_finds(schema: object, rule: str) -> None:
+    [(found, _severity, path)] = lint_tools([{"name": "t", "inputSchema": schema}])["t"]
+    assert found == rule and path.startswith("inputSchema.")
+    assert lint_tools([{"name": "t", "inputSchema": {"type": "object", "x": 1}}]) == {}
