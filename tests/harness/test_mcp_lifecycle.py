@@ -14,7 +14,7 @@ import pytest
 
 from jmp_lab.servers.jev import JevServer
 from tests.harness.helpers import SCRIPTS, HarnessCli
-from tests.harness.mcp_helpers import McpServer
+from tests.harness.mcp_helpers import McpServer, RawClient
 from tests.support.workers import pid_running, wait_until
 
 PICK = SCRIPTS / "pick_task.py"
@@ -197,3 +197,18 @@ def test_stdin_eof_during_run_task_cancels_the_run(cli: HarnessCli) -> None:
     final = server.events()[-1]
     assert final["kind"] == "final" and final["data"]["status"] == "cancelled"
     assert server.kinds("tool_started") == []  # cancelled before anything was chosen
+
+
+def test_a_client_that_only_lists_tools_leaves_no_session_and_no_process(cli: HarnessCli) -> None:
+    server = McpServer(cli, PICK, INPUTS, "--direct-only", key=False)
+    with RawClient(server) as c:
+        params = {"protocolVersion": "2025-11-25", "capabilities": {}}
+        c.request("initialize", {**params, "clientInfo": {"name": "raw", "version": "1"}})
+        c.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        assert len(c.request("tools/list")["result"]["tools"]) == 3
+        pids = family(c.process.pid)  # the server and its harness worker (the task is built)
+        assert len(pids) >= 2, pids
+        assert c.close() == 0
+    wait_until(lambda: not any(pid_running(p) for p in pids), 30, "every process to exit")
+    assert not cli.home.exists() or list(cli.home.iterdir()) == []
+    assert "no tool was called, so no session was created" in server.stderr
