@@ -1,7 +1,7 @@
 """The built-in tool catalog: each tool's name, its one description and its effect class.
 
 Pure data, read by both sides: the router's options (kernel/loop/prompts.py), the tool worker's
-schemas (workers/tool_binding.py, which binds each name to an OpenHands executor), context-cache
+schemas (workers/tool/binding.py, which binds each name to an OpenHands executor), context-cache
 invalidation (kernel/context/state.py), the pending-call check (kernel/store/pending.py) and the
 loop's `recall` branch (kernel/loop/steps.py). Adding a built-in tool touches this file and the
 worker's executor binding, nothing else. A tool not listed here (an MCP tool, `mcp.<name>`) may

@@ -1,7 +1,7 @@
 """MCP server config, as both sides know it: the structs, their validation, their secrets.
 
 Pure (no I/O). The kernel reads and validates the user's file (kernel/config/mcp.py) and hands
-the normalized JSON to the tool worker; the tool worker (workers/mcp.py) validates it again
+the normalized JSON to the tool worker; the tool worker (workers/mcp/toolset.py) validates it again
 with the same rules and redacts the same secrets.
 """
 

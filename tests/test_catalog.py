@@ -29,7 +29,7 @@ def test_the_router_is_told_write_refuses_to_overwrite() -> None:
 
 
 def test_every_worker_tool_has_an_executor_binding() -> None:
-    tree = ast.parse((ROOT / "workers" / "tool_binding.py").read_text())
+    tree = ast.parse((ROOT / "workers" / "tool" / "binding.py").read_text())
     slices = next(
         n.value
         for n in ast.walk(tree)
@@ -43,8 +43,8 @@ def test_every_worker_tool_has_an_executor_binding() -> None:
 def test_no_description_text_outside_the_catalog() -> None:
     for path in (
         "kernel/loop/prompts.py",
-        "workers/tool.py",
-        "workers/tool_binding.py",
+        "workers/tool/__main__.py",
+        "workers/tool/binding.py",
         "kernel/context/recall_tool.py",
     ):
         text = (ROOT / path).read_text()

@@ -14,7 +14,7 @@ def test_the_editor_keeps_its_history_in_the_given_dir_and_leaves_nothing_in_tmp
     """OpenHands made two /tmp/oh_editor_history_* dirs per tool worker and removed neither."""
     from openhands.tools.file_editor.definition import FileEditorAction
 
-    from workers.editor import workspace_executor
+    from workers.tool.editor import workspace_executor
 
     private_tmp = tmp_path / "tmp"
     private_tmp.mkdir()

@@ -1,11 +1,11 @@
-"""The live view's tail of a running command (workers/live_output.py) and the cut rule it and
+"""The live view's tail of a running command (workers/tool/live_output.py) and the cut rule it and
 the view's clipping share (protocol/text.py): never more than a few characters of a cut word,
 so a secret cut at the edge never shows a part the redactor cannot recognize."""
 
 from __future__ import annotations
 
 from protocol.text import PARTIAL_WORD_KEPT, head, tail
-from workers.live_output import RECENT_CHARS, tail_lines
+from workers.tool.live_output import RECENT_CHARS, tail_lines
 
 KEY = "sk-live-9Qw8Er7Ty6Ui5Op4"
 

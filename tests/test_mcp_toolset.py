@@ -1,5 +1,5 @@
-"""workers.mcp against real stdio MCP servers (jmp_lab/servers/mcp_server.py), started by the
-SDK."""
+"""workers.mcp.toolset against real stdio MCP servers (jmp_lab/servers/mcp_server.py), started
+by the SDK."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import pytest
 
 from jmp_lab.servers import MCP_SERVER
 from jmp_lab.servers.mcp_server import DEFAULT_TOOLS
-from workers.mcp import (
+from workers.mcp.toolset import (
     MAX_MCP_TOOLS,
     TOOL_LIMIT,
     EffectUnknown,
@@ -270,7 +270,7 @@ def test_remote_server_with_headers(http_server: str) -> None:
 
 HOST = """
 import sys, time
-from workers.mcp import start_toolset
+from workers.mcp.toolset import start_toolset
 toolset = start_toolset({"mcpServers": {"a": %r, "b": %r}})
 print(*toolset.server_pids(), flush=True)
 toolset.call("mcp.block", {"seconds": 60})

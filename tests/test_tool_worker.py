@@ -261,14 +261,14 @@ def test_the_first_command_on_a_new_shell_gets_its_own_output(tmp_path: Path, st
 
     from openhands.tools.terminal.definition import TerminalAction
 
-    from workers import terminal_start
-    from workers.shell import BashRunner
+    from workers.tool import terminal
+    from workers.tool.shell import BashRunner
 
     slow = tmp_path / "slow-bash"
     slow.write_text(f'#!/bin/sh\nsleep {start_s}\nexec {shutil.which("bash")} --norc "$@"\n')
     slow.chmod(0o700)
     skipped: list[list[float]] = []
-    real = terminal_start.without_blind_wait
+    real = terminal.without_blind_wait
 
     @contextlib.contextmanager
     def spy() -> Iterator[list[float]]:
@@ -277,11 +277,11 @@ def test_the_first_command_on_a_new_shell_gets_its_own_output(tmp_path: Path, st
             yield waits
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(terminal_start, "without_blind_wait", spy)
-        executor = terminal_start.start_terminal(str(tmp_path), str(slow), None)
+        patch.setattr(terminal, "without_blind_wait", spy)
+        executor = terminal.start_terminal(str(tmp_path), str(slow), None)
     try:
         # OpenHands' one blind wait was skipped: if its start changes, this says so.
-        assert skipped == [[terminal_start.BLIND_WAIT_S]]
+        assert skipped == [[terminal.BLIND_WAIT_S]]
         action = TerminalAction(command="echo first-$((6*7)); false")
         text = BashRunner(None, 30, 100_000).run(executor, action, threading.Event())
         observation = text.observation
@@ -300,7 +300,7 @@ def test_only_the_starting_threads_blind_wait_is_skipped() -> None:
     and any other length stay real, and the module gets its `time` back afterwards."""
     from openhands.tools.terminal.terminal import subprocess_terminal as module
 
-    from workers.terminal_start import without_blind_wait
+    from workers.tool.terminal import without_blind_wait
 
     with without_blind_wait() as skipped:
         other = threading.Thread(target=module.time.sleep, args=(1.0,))

@@ -38,16 +38,16 @@ PRELOADS: dict[str, tuple[str, ...]] = {
         "openhands.tools.terminal.definition",
         "openhands.tools.terminal.impl",
         "openhands.sdk.mcp",
-        "workers.editor",
-        "workers.mcp",
+        "workers.tool.editor",
+        "workers.mcp.toolset",
     ),
     "router": ("typesafe_sdk", "httpx2", "workers.calls", "workers.tls"),
     # openai imports its resources lazily: the first `client.chat` alone took 0.8 s.
     "generator": ("openai", "openai.resources.chat", "httpx", "workers.calls"),
     "harness": ("jev_harness", "jev_harness.check"),
 }
-# Never preload a module that a worker runs as __main__ (workers.tool, ...): runpy would warn
-# and run a second copy.
+# Never preload a module that a worker runs as __main__ (workers.tool.__main__, ...): runpy
+# would warn and run a second copy.
 _PR_SET_NAME = 15
 
 

@@ -1,6 +1,6 @@
 """Killing processes a worker owns: the one mechanism behind its three jobs (the whole tree at
 exit, `kill_tree` here, which `workers/base.py` runs; an MCP server's group,
-`workers/mcp_launch.py`; the terminal's foreground job, `workers/shell.py`). Always SIGKILL:
+`workers/mcp/launch.py`; the terminal's foreground job, `workers/tool/shell.py`). Always SIGKILL:
 by then the process must stop now, and a polite signal has had its chance (a Ctrl+C, a closed
 stdin) where one exists.
 """

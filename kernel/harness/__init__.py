@@ -1,5 +1,5 @@
 """The kernel side of jev-harness: selection policy, paging, the run loop (HARNESS.md).
 
 Vendor-free like the rest of the kernel: the task script lives in the harness worker
-(`workers/harness.py`), decisions go to Jev through the router worker.
+(`workers/harness/__main__.py`), decisions go to Jev through the router worker.
 """

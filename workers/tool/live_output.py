@@ -21,7 +21,7 @@ PROGRESS_EVERY_S = 0.5
 TAIL_LINES = 3
 TAIL_LINE_CHARS = 200
 RECENT_CHARS = 4096  # what Capture keeps of the newest output, for the tail
-PROMPT_MARK = "###PS1JSON###"  # OpenHands' prompt (workers/shell.py PS1_BEGIN)
+PROMPT_MARK = "###PS1JSON###"  # OpenHands' prompt (workers/tool/shell.py PS1_BEGIN)
 _ESCAPES = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[@-Z\\-_]"
     r"|[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]"

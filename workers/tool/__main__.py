@@ -31,10 +31,10 @@ from protocol.messages import (
     Validated,
 )
 from workers.base import RequestFailed, main_for, on_exit
-from workers.shell import BashRunner, clamp_timeout
-from workers.terminal_start import rc_free_bash, start_terminal
-from workers.tool_binding import SLICES, check_edit, check_names, confine, protected_dirs, tool_spec
-from workers.tool_output import bash_result, editor_result, previous_text
+from workers.tool.binding import SLICES, check_edit, check_names, confine, protected_dirs, tool_spec
+from workers.tool.output import bash_result, editor_result, previous_text
+from workers.tool.shell import BashRunner, clamp_timeout
+from workers.tool.terminal import rc_free_bash, start_terminal
 
 
 def read_stdin_config() -> str:
@@ -87,7 +87,7 @@ class ToolWorker:
             os.environ.pop("LOG_LEVEL", None)
         self.models = {"read": FileEditorAction, "write": FileEditorAction}
         self.models |= {"edit": FileEditorAction, "bash": TerminalAction}
-        from workers.editor import workspace_executor
+        from workers.tool.editor import workspace_executor
 
         history = Path(self.editor_history) if self.editor_history else None
         self.editor = workspace_executor(self.workspace, history)
@@ -114,7 +114,7 @@ class ToolWorker:
         if not config:
             return
         try:
-            from workers import mcp  # written separately; absent means no MCP tools
+            from workers.mcp import toolset as mcp  # written separately; absent means no MCP tools
         except ImportError as exc:
             print(f"tool worker: MCP unavailable ({exc})", file=sys.stderr)
             return
@@ -178,7 +178,7 @@ class ToolWorker:
         start = time.monotonic()
         if msg.tool.startswith("mcp.") and self.mcp is not None:
             self.validate(msg.tool, msg.arguments)  # never trust the wire
-            from workers.mcp import EffectUnknown  # loaded: self.mcp is its toolset
+            from workers.mcp.toolset import EffectUnknown  # loaded: self.mcp is its toolset
 
             try:
                 fields = self.mcp.call(msg.tool, msg.arguments, cancel, timeout_s=msg.timeout_s)

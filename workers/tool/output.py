@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from protocol.messages import ToolResult
-from workers.shell import BashRunner, Outcome
+from workers.tool.shell import BashRunner, Outcome
 
 _ANSI = re.compile(
     r"\x1b\[[0-?]*[ -/]*[@-~]"  # CSI: colours, cursor moves, bracketed-paste toggles

@@ -41,7 +41,7 @@ from protocol.harness import (
 )
 from protocol.messages import Msg
 from workers.base import RequestFailed
-from workers.harness_script import (
+from workers.harness.script import (
     camofox_providers,
     load_script,
     provide_keys,

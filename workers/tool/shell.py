@@ -35,8 +35,8 @@ from typing import Any
 import psutil
 
 from workers import reaper
-from workers.live_output import RECENT_CHARS, report_while_running
-from workers.terminal_start import settle
+from workers.tool.live_output import RECENT_CHARS, report_while_running
+from workers.tool.terminal import settle
 
 INTERRUPT_GRACE_S = 1.0  # after C-c, the command's processes get this long before SIGKILL
 INLINE_CHARS = 4000  # longer commands are sourced from a file
@@ -62,7 +62,7 @@ def clamp_timeout(raw: Any, limit_s: float) -> float:
 class Capture:
     """What the terminal printed during one call, bounded; `full` is set at the cap. Past the
     terminal's echo of the command (`echo_lines`), it also counts the output and keeps its
-    newest RECENT_CHARS, for the live view (workers/live_output.py)."""
+    newest RECENT_CHARS, for the live view (workers/tool/live_output.py)."""
 
     budget: int
     echo_lines: int = 0

@@ -2,8 +2,8 @@
 
 Each server gets its own MCPClient (its own event loop thread), so one slow or dead server never
 blocks another, and tool names stay the servers' own (the SDK prefixes them when several servers
-share one client). How servers are launched and killed: workers/mcp_launch.py; how answers and
-failures read: workers/mcp_results.py. A server that dies after a call was sent raises
+share one client). How servers are launched and killed: workers/mcp/launch.py; how answers and
+failures read: workers/mcp/results.py. A server that dies after a call was sent raises
 `EffectUnknown`: the kernel records that call `tool_uncertain`, never `tool_finished`.
 """
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # OpenHands' package init pulls in litellm (seconds): loaded 
 
 from protocol.mcp_config import ServerConfig, parse_servers, server_secrets
 from protocol.messages import ToolSpec
-from workers import mcp_launch, mcp_results
+from workers.mcp import launch, results
 from workers.redact import redact
 
 TOOL_LIMIT = 250  # CONTRACT 10: advertised tools, the `recall` built-in included
@@ -84,7 +84,7 @@ def start_toolset(
             try:
                 started[name] = future.result()
             except Exception as exc:
-                failed[name] = redact(mcp_results.start_reason(exc), secrets)
+                failed[name] = redact(results.start_reason(exc), secrets)
     toolset = McpToolset(started, failed, secrets, token)
     try:
         toolset.check_limits()
@@ -142,13 +142,13 @@ class McpToolset:
         """Check `args` against the server's own input schema; returns (args, target)."""
         server, tool = self._lookup(name)
         schema = server.tools[tool].inputSchema
-        error = mcp_results.schema_error(schema, args)
+        error = results.schema_error(schema, args)
         if error is None:
             return dict(args), server.name
         # Generators often send null for an optional field they mean to leave out.
         required = set(schema.get("required", []))
         pruned = {k: v for k, v in args.items() if v is not None or k in required}
-        if pruned != args and mcp_results.schema_error(schema, pruned) is None:
+        if pruned != args and results.schema_error(schema, pruned) is None:
             return pruned, server.name
         raise ValueError(f"invalid arguments for {name}: {error}")
 
@@ -174,24 +174,24 @@ class McpToolset:
             )
             outcome = _wait(future, cancel, time.monotonic() + limit_s)
         if outcome == "cancelled":
-            return mcp_results.failure(f"MCP call {name} cancelled")
+            return results.failure(f"MCP call {name} cancelled")
         if outcome == "timeout":
-            return mcp_results.failure(
+            return results.failure(
                 f"MCP call {name} timed out after {limit_s:g} s (server {server.name!r})"
             )
         try:
             result = future.result()
         except Exception as exc:
-            transport = mcp_results.is_transport_failure(exc)
+            transport = results.is_transport_failure(exc)
             server.broken = server.broken or transport
-            reason = redact(mcp_results.reason(exc), self._secrets)
+            reason = redact(results.reason(exc), self._secrets)
             if transport and attempt.sent and not self._closing:
                 raise EffectUnknown(
                     f"MCP server {server.name!r} was lost during {tool} ({reason}); the call "
                     "had been sent, so whether it ran is unknown"
                 ) from exc
-            return mcp_results.failure(f"MCP server {server.name!r} failed during {tool}: {reason}")
-        return mcp_results.success(server.name, result)
+            return results.failure(f"MCP server {server.name!r} failed during {tool}: {reason}")
+        return results.success(server.name, result)
 
     async def _invoke(
         self, server: _Server, tool: str, args: dict[str, Any], attempt: _Attempt
@@ -205,22 +205,22 @@ class McpToolset:
 
     def server_pids(self) -> list[int]:
         """Pids of the live stdio server processes this toolset started."""
-        return [proc.pid for proc in mcp_launch.server_procs(self._token)]
+        return [proc.pid for proc in launch.server_procs(self._token)]
 
     def close(self) -> None:
         """Stop every server; afterwards none of their processes is alive."""
         self._closing = True
-        procs = mcp_launch.server_procs(self._token)
+        procs = launch.server_procs(self._token)
         closers = [
-            threading.Thread(target=mcp_launch.close_client, args=(s.client,), daemon=True)
+            threading.Thread(target=launch.close_client, args=(s.client,), daemon=True)
             for s in self._servers.values()
         ]
         for thread in closers:
             thread.start()
-        deadline = time.monotonic() + mcp_launch.CLOSE_TIMEOUT_S
+        deadline = time.monotonic() + launch.CLOSE_TIMEOUT_S
         for thread in closers:
             thread.join(max(0.0, deadline - time.monotonic()))
-        mcp_launch.kill(procs + mcp_launch.server_procs(self._token))
+        launch.kill(procs + launch.server_procs(self._token))
         self._servers = {}
         self._by_name = {}
 
@@ -235,7 +235,7 @@ def _start(name: str, spec: ServerConfig, token: str, timeout_s: float) -> _Serv
     """Start one server through the SDK and list its tools; raises with a readable reason."""
     from openhands.sdk.mcp import create_mcp_tools
 
-    client = create_mcp_tools({name: mcp_launch.sdk_server(spec, token)}, timeout=timeout_s)
+    client = create_mcp_tools({name: launch.sdk_server(spec, token)}, timeout=timeout_s)
     tools = {tool.mcp_tool.name: tool.mcp_tool for tool in client.tools}
     loop = client.call_async_from_sync(_running_loop, timeout=timeout_s)
     return _Server(name=name, client=client, loop=loop, tools=tools)
