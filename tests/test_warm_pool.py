@@ -45,7 +45,7 @@ from tests.support.warm import (
     suite_pool,
     view_key_of,
 )
-from workers import pool_takeon
+from workers.pool import takeon as pool_takeon
 
 
 def holding(marker: str) -> list[psutil.Process]:
@@ -203,8 +203,8 @@ def test_another_users_connection_is_refused(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The credential check, simulated: the pool believes it belongs to another uid."""
-    import workers.pool as pool_mod
-    import workers.pool_conn as conn_mod
+    import workers.pool.conn as conn_mod
+    import workers.pool.server as pool_mod
 
     monkeypatch.setattr(conn_mod, "SELF_UID", os.getuid() + 1)
     assert not conn_mod.peer_allowed(os.getuid())
@@ -841,7 +841,7 @@ def test_a_confined_run_on_the_warm_path_gets_a_shell_with_its_kernels_confineme
 
 AGED_POOL = """
 import sys, time
-from workers import pool_conn, pool_cli
+from workers.pool import cli as pool_cli, conn as pool_conn
 offset_file = sys.argv.pop(1)
 
 def aged() -> float:  # the pool's one clock, moved on by what the test writes into the file

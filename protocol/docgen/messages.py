@@ -184,7 +184,7 @@ def _fail_codes() -> str:
 
 def _pool_section() -> str:
     intro = (
-        "A kernel asks its warm pool (`workers/pool.py`) for a forked worker over a Unix socket,"
+        "A kernel asks its warm pool (`workers/pool/`) for a forked worker over a Unix socket,"
         f' `DIR/VIEW/pool.sock`. Frames are msgpack `{{"v": {P.POOL_VERSION}, "body": ...}}`,'
         " tagged `pool_*`; file descriptors ride with a `pool_spawn` (SCM_RIGHTS). Once a"
         " worker runs, it talks to its kernel over ZeroMQ exactly as above."

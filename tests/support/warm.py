@@ -33,7 +33,7 @@ _POOL_DIR = re.compile(r"jw[a-z]*-(\d+)-(\d+)-[A-Za-z0-9_]+")
 
 def ask_status(directory: Path, view: str | None = None) -> P.State | None:
     """The state of the pool of our view (or of `view`) in `directory`, None if none answers."""
-    from workers.pool_cli import ask
+    from workers.pool.cli import ask
 
     state = ask(directory, P.Status(), timeout_s=5.0, view=view)
     return state if isinstance(state, P.State) else None
@@ -359,7 +359,7 @@ IMPOSTOR = """
 import json, os, socket, sys
 from pathlib import Path
 import workers  # non-dumpable, as a jmp pool is
-from workers import pool_child
+from workers.pool import child as pool_child
 from protocol import pool as P
 directory, view, out, answer = sys.argv[1:5]
 pool_child.set_title(P.TITLE[:15], [P.TITLE, directory, view])

@@ -14,7 +14,7 @@ from the request), forks only jmp's worker modules and only while it has exactly
 thread; a fork takes on its kernel's resource limits, umask, priority, CPU set and cgroup
 before the pool says `Spawned`. It reaps a worker only after its kernel has killed that
 worker's tree (Release or a closed connection), so the worker's pid cannot be reused before
-then. No client can stall it (`workers/pool_conn.py`). It exits after `--idle` seconds with
+then. No client can stall it (`workers/pool/conn.py`). It exits after `--idle` seconds with
 no connection and no live worker.
 """
 
@@ -30,8 +30,9 @@ from pathlib import Path
 
 from protocol import confinement as C
 from protocol import pool as P
-from workers import pool_child, pool_takeon
-from workers.pool_conn import Conn, Connections, log
+from workers.pool import child as pool_child
+from workers.pool import takeon as pool_takeon
+from workers.pool.conn import Conn, Connections, log
 
 LOCK_WAIT_S = 10.0
 START_S = 5.0  # a fork's take-on of its kernel's limits and cgroup, and its environment read
@@ -271,11 +272,3 @@ def _readable(fd: int) -> bool:
     poller = select.poll()
     poller.register(fd, select.POLLIN)
     return bool(poller.poll(0))
-
-
-if __name__ == "__main__":
-    # The commands live in pool_cli, which builds on this module: importing it only when run
-    # as a program keeps the two out of an import cycle.
-    from workers import pool_cli
-
-    sys.exit(pool_cli.main(sys.argv[1:]))

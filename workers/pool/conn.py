@@ -1,5 +1,5 @@
 """The warm pool's connections: accepting, framing, deadlines and replies. No request is
-understood here (`workers/pool.py` handles them).
+understood here (`workers/pool/server.py` handles them).
 
 Only the pool's own uid may connect (SO_PEERCRED). Sockets are non-blocking and framed per
 connection, so no client stalls the others: a client has FRAME_S from its connect, or from a

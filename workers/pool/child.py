@@ -29,7 +29,7 @@ import msgspec
 
 from protocol import pool as P
 from protocol.spawn import module_argv
-from workers import pool_takeon
+from workers.pool import takeon as pool_takeon
 
 # kind -> modules whose import is the slow part of that worker's start
 PRELOADS: dict[str, tuple[str, ...]] = {

@@ -30,9 +30,9 @@ from protocol import confinement as C
 from protocol import pool as P
 from protocol.own_files import open_own, write_own
 from protocol.spawn import SPAWN_CWD
-from workers import pool_child
-from workers.pool import LOCK_WAIT_S, Pool
-from workers.pool_conn import SELF_UID, log, read_frame
+from workers.pool import child as pool_child
+from workers.pool.conn import SELF_UID, log, read_frame
+from workers.pool.server import LOCK_WAIT_S, Pool
 
 START_WAIT_S = 300.0  # the first import of OpenHands on a busy machine
 
