@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             home = sessions_home(args.sessions_dir)
             print_sessions(list_sessions(home), args.json, home)
             return 0
-        from protocol.inspection import forbid_inspection  # not for --list: no protocol import
+        from host.inspection import forbid_inspection  # not for --list: no protocol import
 
         forbid_inspection()  # it holds the keys (its environment): before any child exists
         if args.acp:

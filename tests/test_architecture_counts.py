@@ -9,7 +9,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PRODUCT = ("kernel", "protocol", "workers", "cli", "acp_server", "jev_harness", "jmp_lab")
+PRODUCT = ("kernel", "protocol", "host", "workers", "cli", "acp_server", "jev_harness", "jmp_lab")
 LEDGER = "kernel/run/ledger.py"
 # Each record whose every instance a run writes through the ledger: built there alone.
 ONE_CONSTRUCTOR = {"ToolStartedData": LEDGER, "ToolUncertainData": LEDGER, "FinalData": LEDGER}

@@ -156,7 +156,7 @@ def test_list_imports_no_sdk_zmq_or_msgspec(home, session_id):
     assert proc.returncode == 0
     imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines()}
     assert "json" in imported  # the probe works
-    assert not imported & {*VENDOR, "msgspec", "protocol"}
+    assert not imported & {*VENDOR, "msgspec", "protocol", "host"}
 
 
 def test_console_script_is_installed(home):

@@ -1,5 +1,6 @@
-"""The product's import graph, read with `ast`: workers/ imports only protocol/ of ours, and no
-new import cycle appears (lazy imports inside functions count too: a cycle is a cycle)."""
+"""The product's import graph, read with `ast`: workers/ imports only protocol/ and host/ of
+ours, host/ only protocol/, protocol/ only itself, the jev-harness library the stdlib only, and
+no new import cycle appears (lazy imports inside functions count too: a cycle is a cycle)."""
 
 from __future__ import annotations
 
@@ -8,14 +9,14 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("kernel", "protocol", "workers", "cli", "acp_server", "jev_harness")
+PACKAGES = ("kernel", "protocol", "host", "workers", "cli", "acp_server", "jev_harness")
 OURS = (*PACKAGES, "main")
 # Cycles that are allowed: none (issue 10 broke the last ones). Each entry would be one strongly
 # connected component, sorted; the test fails on any cycle not listed. Keep it empty.
 KNOWN_CYCLES: set[tuple[str, ...]] = set()
 # The harness worker hosts task scripts, which are written against the jev_harness driver
 # library: for workers/ it is the SDK of the worker kind, like openhands for the tool worker.
-WORKER_MAY_IMPORT = ("workers", "protocol", "jev_harness")
+WORKER_MAY_IMPORT = ("workers", "protocol", "host", "jev_harness")
 
 
 def _modules() -> dict[str, Path]:
@@ -129,6 +130,21 @@ def test_protocol_imports_only_itself() -> None:
         if n.startswith("protocol")
         for t in ts
         if not t.startswith("protocol")
+    }
+    assert not bad, sorted(bad)
+
+
+def test_host_imports_only_protocol_and_itself() -> None:
+    """host/ is the second shared leaf (what processes do with the OS): the kernel, the workers
+    and the front ends import it; it imports none of them."""
+    edges = graph()
+    assert any(n.startswith("host.") for n in edges)
+    bad = {
+        f"{n} -> {t}"
+        for n, ts in edges.items()
+        if n.split(".")[0] == "host"
+        for t in ts
+        if t.split(".")[0] not in ("host", "protocol")
     }
     assert not bad, sorted(bad)
 

@@ -102,7 +102,7 @@ def test_an_installed_layout_lists_and_names_the_xdg_sessions_dir(tmp_path: Path
     site = tmp_path / "site-packages"
     site.mkdir()
     shutil.copy(ROOT / "main.py", site)
-    for package in ("cli", "kernel", "protocol"):
+    for package in ("cli", "kernel", "protocol", "host"):
         shutil.copytree(ROOT / package, site / package, ignore=shutil.ignore_patterns("__py*"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JMP_", "XDG_"))}
     env["HOME"] = str(tmp_path / "home")

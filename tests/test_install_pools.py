@@ -1,5 +1,5 @@
 """A second installation gets a warm pool of its own (issue 23): the default pool dir names
-the installation (protocol/pool.py `install_tag`), so two copies of jmp (two checkouts, a uv
+the installation (host/pool.py `install_tag`), so two copies of jmp (two checkouts, a uv
 tool and a pipx one) no longer find each other's pool stale and replace it on every run."""
 
 from __future__ import annotations
@@ -10,19 +10,19 @@ import subprocess
 import sys
 from pathlib import Path
 
-from protocol import pool as P
+from host import pool as H
 from tests.support.cli import ROOT
 
-PROBE = "import os; from protocol import pool; print(pool.pool_dir(os.environ, os.getuid()))"
+PROBE = "import os; from host import pool; print(pool.pool_dir(os.environ, os.getuid()))"
 
 
 def test_the_default_pool_dir_is_per_installation(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
-    assert P.pool_dir({}, 7, a) != P.pool_dir({}, 7, b)
-    assert P.pool_dir({}, 7, a) == Path(f"/tmp/jmp-warm-7-{P.install_tag(a)}")
+    assert H.pool_dir({}, 7, a) != H.pool_dir({}, 7, b)
+    assert H.pool_dir({}, 7, a) == Path(f"/tmp/jmp-warm-7-{H.install_tag(a)}")
     runtime = {"XDG_RUNTIME_DIR": "/run/user/7"}
-    assert P.pool_dir(runtime, 7, a) == Path(f"/run/user/7/jmp-warm-{P.install_tag(a)}")
-    assert P.pool_dir({"JMP_WARM_DIR": "/x/y", **runtime}, 7, a) == Path("/x/y")  # as given
+    assert H.pool_dir(runtime, 7, a) == Path(f"/run/user/7/jmp-warm-{H.install_tag(a)}")
+    assert H.pool_dir({"JMP_WARM_DIR": "/x/y", **runtime}, 7, a) == Path("/x/y")  # as given
 
 
 def test_two_copies_of_the_code_name_two_pool_dirs(tmp_path: Path) -> None:
@@ -31,7 +31,8 @@ def test_two_copies_of_the_code_name_two_pool_dirs(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if k not in ("JMP_WARM_DIR", "PYTHONPATH")}
     dirs = []
     for name in ("one", "two"):
-        shutil.copytree(ROOT / "protocol", tmp_path / name / "protocol")
+        for package in ("protocol", "host"):
+            shutil.copytree(ROOT / package, tmp_path / name / package)
         probe = [sys.executable, "-s", "-c", PROBE]
         done = subprocess.run(
             probe, cwd=tmp_path / name, env=env, capture_output=True, text=True, check=True

@@ -21,7 +21,7 @@ LAZY = {
     "zmq": "the worker sockets: imported by a worker's I/O thread (kernel/supervision/wire.py)",
     "psutil": "process trees: imported when a tree is killed (proctree.py; recording reads /proc)",
 }
-OURS = {"kernel", "protocol"}
+OURS = {"kernel", "protocol", "host"}
 CODE = """
 import importlib, json, pkgutil, sys
 import kernel

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from protocol import pool as P
+from host import pool as H
 from tests.acp.helpers import left_running
 from tests.support.cli import Cli
 from tests.support.warm import (
@@ -125,8 +125,8 @@ def test_a_pool_a_kernel_launched_into_a_private_dir_is_stopped_at_the_end(
     suite = pool_pids(warm_pool_of_this_session)
     try:
         with stop_pools_started(directory / "other", spare=warm_pool_of_this_session):
-            argv = [*P.serve_argv(sys.executable, directory, 600, "none"), "--detach"]
-            subprocess.run(argv, env=P.pool_env(os.environ), cwd="/", check=True)
+            argv = [*H.serve_argv(sys.executable, directory, 600, "none"), "--detach"]
+            subprocess.run(argv, env=H.pool_env(os.environ), cwd="/", check=True)
             state = ask_status(directory)
             deadline = time.monotonic() + 60  # a liveness bound: the pool answers once imported
             while state is None and time.monotonic() < deadline:

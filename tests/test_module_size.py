@@ -9,6 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = (
     "kernel",
     "protocol",
+    "host",
     "workers",
     "cli",
     "acp_server",

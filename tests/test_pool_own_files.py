@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from host import confinement as C
+from host import pool as H
+from host.own_files import PlantedFile, open_own
 from kernel.supervision import pool_client
-from protocol import confinement as C
-from protocol import pool as P
-from protocol.own_files import PlantedFile, open_own
 from tests.support.warm import ROOT, ask_status, make_pool_dir
 
 VICTIM = b"precious: a file of the user's, elsewhere\n"
@@ -35,8 +35,8 @@ def plant(directory: Path, name: str, how: str, victim: Path) -> None:
 
 
 def serve(directory: Path) -> subprocess.Popen[bytes]:
-    argv = P.serve_argv(sys.executable, directory, 600, "none")
-    env = P.pool_env(os.environ) | {"PYTHONPATH": str(ROOT)}
+    argv = H.serve_argv(sys.executable, directory, 600, "none")
+    env = H.pool_env(os.environ) | {"PYTHONPATH": str(ROOT)}
     return subprocess.Popen(argv, env=env, cwd=str(ROOT), stderr=subprocess.PIPE)
 
 
@@ -55,7 +55,7 @@ def test_the_pool_refuses_a_planted_file_and_touches_nothing_through_it(
     name: str, how: str
 ) -> None:
     directory = make_pool_dir()
-    home = P.view_dir(directory, C.own_view_key())  # where the pool of our view keeps them
+    home = H.view_dir(directory, C.own_view_key())  # where the pool of our view keeps them
     home.mkdir(mode=0o700)
     victim = directory.parent / f"{directory.name}-victim"
     try:

@@ -80,7 +80,7 @@ def test_the_root_is_killed_and_left_for_its_owner_to_reap() -> None:
     """A root outside a group of its own, holding the token: killing it through the survivors
     waited on (so reaped) it, and its owner's Popen then read the SIGKILL as exit code 0 (seen
     as 'tool worker ... exited with status 0 (no heartbeat ...)')."""
-    from protocol.spawn import TOKEN_ENV
+    from host.spawn import TOKEN_ENV
 
     root = subprocess.Popen(["sleep", "1000"], env=os.environ | {TOKEN_ENV: "tok-root"})
     try:

@@ -120,7 +120,7 @@ def test_one_marker_everywhere_and_one_redaction_per_side():
     root = Path(__file__).resolve().parent.parent
     homes = {"protocol/secrets.py", "jev_harness/text.py"}
     others = []
-    for package in ("kernel", "protocol", "workers", "cli", "acp_server", "jev_harness"):
+    for package in ("kernel", "protocol", "host", "workers", "cli", "acp_server", "jev_harness"):
         for path in (root / package).rglob("*.py"):
             name = str(path.relative_to(root))
             literals = [

@@ -13,9 +13,10 @@ from pathlib import Path
 import psutil
 import pytest
 
+from host import confinement as C
+from host import pool as H
 from jmp_lab.servers import MCP_SERVER
 from kernel.supervision import pool_client
-from protocol import confinement as C
 from protocol import pool as P
 from tests.support.warm import children_of, private_pool, suite_pool
 
@@ -37,7 +38,7 @@ def test_a_tool_worker_with_mcp_servers_is_forked_and_its_mcp_calls_work(
     (short_tmp / "ws").mkdir()
     monkeypatch.setenv("JMP_WARM", "1")
     pool_pid = suite_pool(warm_pool_of_this_session)
-    log_path = P.view_dir(warm_pool_of_this_session, C.own_view_key()) / "pool.log"
+    log_path = H.view_dir(warm_pool_of_this_session, C.own_view_key()) / "pool.log"
     log_before = log_path.read_text() if log_path.exists() else ""
     tools = Tools(short_tmp / "ws", short_tmp / "terminal", load_servers(short_tmp / "mcp.json"))
     try:
@@ -70,7 +71,7 @@ def test_a_spawn_whose_fds_do_not_match_its_stdin_flag_is_refused(stdin: bool, s
         sock.settimeout(30)
         sock.connect(str(pool.sock))
         request = P.Spawn(
-            fingerprint=P.code_fingerprint(),
+            fingerprint=H.code_fingerprint(),
             module="tests.fakes.worker",
             argv=["ipc:///nowhere"],
             cwd="/",

@@ -28,9 +28,10 @@ import msgspec
 import psutil
 import pytest
 
+from host import confinement as C
+from host import pool as H
 from kernel.supervision import pool_checks, pool_client
 from kernel.supervision.supervisor import Worker, WorkerDied
-from protocol import confinement as C
 from protocol import pool as P
 from protocol.messages import RunTool
 from tests.support.warm import (
@@ -188,10 +189,10 @@ def test_a_pool_that_dies_during_the_request_means_a_cold_spawn(
 def test_a_stale_pool_is_never_used_and_is_replaced(short_tmp: Path, tmp_path: Path) -> None:
     """A pool running a copy of the code (other files, so another fingerprint)."""
     copy = tmp_path / "old"
-    for package in (*P.CODE_PACKAGES, "tests"):
+    for package in (*H.CODE_PACKAGES, "tests"):
         shutil.copytree(ROOT / package, copy / package, copy_function=shutil.copy)
     with private_pool(root=copy) as pool:
-        assert pool.state.fingerprint != P.code_fingerprint()
+        assert pool.state.fingerprint != H.code_fingerprint()
         with fake(short_tmp) as worker:
             worker.wait_ready(60)
             assert psutil.Process(worker.pid).ppid() == os.getpid()  # cold, not the stale pool
@@ -374,7 +375,7 @@ def test_a_confined_kernel_gets_a_worker_with_its_own_confinement_never_the_pool
     with private_pool() as pool:
         view = view_key_of(wrap)
         assert view != pool.view
-        home = P.view_dir(pool.dir, view)
+        home = H.view_dir(pool.dir, view)
         home.mkdir(mode=0o700)
         lock = os.open(home / "pool.lock", os.O_RDWR | os.O_CREAT, 0o600)
         fcntl.flock(lock, fcntl.LOCK_EX)  # a pool of that view is starting: none is launched
@@ -401,7 +402,7 @@ RAW_SPAWN = textwrap.dedent(
     """
     import os, socket, sys
     from kernel.supervision import pool_checks, pool_client
-    from protocol.inspection import forbid_inspection
+    from host.inspection import forbid_inspection
     if sys.argv[2] == "hidden":
         forbid_inspection()  # as a kernel is: a pool without CAP_SYS_PTRACE cannot look inside
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -586,7 +587,7 @@ def test_a_kernel_sends_nothing_to_a_pool_socket_that_is_not_a_jmp_pool(
     """Issue 20 item 3(a): a process of ours bound to the pool's socket, not a jmp pool (here
     this test process): the kernel checks the listener before it sends a byte, spawns cold."""
     directory = make_pool_dir()
-    home = P.view_dir(directory, C.own_view_key())
+    home = H.view_dir(directory, C.own_view_key())
     home.mkdir(mode=0o700)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(str(home / "pool.sock"))

@@ -57,9 +57,9 @@ def test_the_pool_parses_the_trust_store_the_kernels_name() -> None:
     """The pool's allowlisted environment keeps SSL_CERT_FILE / SSL_CERT_DIR: without them it
     built the default store, which no kernel on a machine that sets them could reuse, so every
     forked router parsed the CA bundle again. Keys still stay out."""
-    from protocol import pool as P
+    from host import pool as H
 
     env = {"PATH": "/bin", "SSL_CERT_FILE": "/x/ca.pem", "SSL_CERT_DIR": "/x"}
-    out = P.pool_env(env | {"TYPESAFE_API_KEY": "k" * 32, "FLASH_API_KEY": "f" * 32})
+    out = H.pool_env(env | {"TYPESAFE_API_KEY": "k" * 32, "FLASH_API_KEY": "f" * 32})
     assert out["SSL_CERT_FILE"] == "/x/ca.pem" and out["SSL_CERT_DIR"] == "/x"
     assert "TYPESAFE_API_KEY" not in out and "FLASH_API_KEY" not in out

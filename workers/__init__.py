@@ -25,6 +25,6 @@ if _sys.argv[:1] == ["-m"] and not _sys.flags.safe_path:  # the -m target is bei
         _sys.path[0] = __file__.rpartition("/")[0].rpartition("/")[0]
     del _argv, _pairs, _target
 
-from protocol.inspection import forbid_inspection as _forbid_inspection
+from host.inspection import forbid_inspection as _forbid_inspection
 
 _forbid_inspection()

@@ -5,7 +5,7 @@ which every new HTTP client of the SDK otherwise does.
 The context is the one the SDK's HTTP client builds by default (`httpx2.create_ssl_context()`),
 and it is reused only while SSL_CERT_FILE and SSL_CERT_DIR (which choose the trust store) are
 what they were when it was built: a worker runs with its kernel's environment, never the
-pool's choice of CAs (the pool keeps both variables: protocol/pool.py `_POOL_ENV_KEYS`).
+pool's choice of CAs (the pool keeps both variables: host/pool.py `_POOL_ENV_KEYS`).
 Building it starts no thread, so the pool stays fork-safe.
 """
 

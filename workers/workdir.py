@@ -1,6 +1,6 @@
 """A worker's working directory, and a sys.path that never gains it.
 
-A worker starts in SPAWN_CWD with `python -P` (protocol/spawn.py), so the interpreter puts
+A worker starts in SPAWN_CWD with `python -P` (host/spawn.py), so the interpreter puts
 nothing of the launch directory on sys.path; `enter_workdir` then moves it into the kernel's
 cwd. One vendor would undo that: litellm (which OpenHands imports in the tool worker) runs
 `sys.path.append(os.getcwd())` at import, which made the workspace importable for every
@@ -17,7 +17,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any, SupportsIndex
 
-from protocol.spawn import WORKDIR_ENV
+from host.spawn import WORKDIR_ENV
 
 
 def _kept(entry: object) -> bool:

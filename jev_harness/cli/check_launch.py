@@ -22,8 +22,8 @@ import threading
 import time
 from typing import Any
 
+from host.spawn import SAFE_FLAGS, SPAWN_CWD, child_pythonpath
 from jev_harness.check import PROBE_TIMEOUT_S
-from protocol.spawn import SAFE_FLAGS, SPAWN_CWD, child_pythonpath
 
 MAX_SAID = 64 * 1024  # of the script's own output, shown on stderr
 MAX_VERDICT = 4 * 1024 * 1024

@@ -16,6 +16,7 @@ import os  # noqa: E402
 import signal  # noqa: E402
 from typing import Any  # noqa: E402
 
+from host.inspection import forbid_inspection  # noqa: E402
 from jev_harness.cli.options import (  # noqa: E402
     UsageError,
     add_run_options,
@@ -23,7 +24,6 @@ from jev_harness.cli.options import (  # noqa: E402
     json_arg,
 )
 from jev_harness.cli.output import Output  # noqa: E402
-from protocol.inspection import forbid_inspection  # noqa: E402
 
 UsageProblem = UsageError  # a wrong command line, named (exit 2)
 

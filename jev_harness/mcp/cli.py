@@ -26,8 +26,8 @@ import sys  # noqa: E402
 import threading  # noqa: E402
 from typing import Any  # noqa: E402
 
+from host.inspection import forbid_inspection  # noqa: E402
 from jev_harness.cli.options import UsageError, add_run_options, check_limits, json_arg  # noqa: E402
-from protocol.inspection import forbid_inspection  # noqa: E402
 
 STOP_GRACE_S = 5.0  # a call in flight at shutdown gets this long before its worker is killed
 
@@ -56,15 +56,15 @@ class Archive:
     """`--archive FILE`: each persisted event line, byte for byte as in events.jsonl.
 
     FILE is created or emptied, but never through a planted name: a symbolic link, a FIFO, a
-    device, a hard link or another user's file there is refused (protocol/own_files.py). Its
+    device, a hard link or another user's file there is refused (host/own_files.py). Its
     missing directories are made as a report's are (`output`), and reached the same way: no
     link is followed below the working directory (jev_harness/report.py)."""
 
     def __init__(self, path: str) -> None:
         from pathlib import Path
 
+        from host.own_files import open_own
         from jev_harness.report import open_directory
-        from protocol.own_files import open_own
 
         target = Path(os.path.abspath(path))
         try:

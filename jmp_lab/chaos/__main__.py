@@ -25,13 +25,13 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from host.spawn import SPAWN_CWD, child_pythonpath, module_argv
 from jmp_lab.chaos.drive import IterationReport, run_iteration
 from jmp_lab.chaos.invoke import jmp_command
 from jmp_lab.chaos.plan import IterationPlan, aimed, make_plan, make_quick_plan, parse_cut
 from jmp_lab.chaos.powercut.control import available
 from jmp_lab.chaos.powercut.model import MODELS
 from jmp_lab.chaos.targets import stop_pool
-from protocol.spawn import SPAWN_CWD, child_pythonpath, module_argv
 
 POWER_MODES = ("off", "mix", "only")
 

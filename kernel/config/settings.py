@@ -7,9 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from host.inspection import forbid_inspection
 from kernel.errors import ConfigError
 from kernel.store.redact import environment_secrets
-from protocol.inspection import forbid_inspection
 
 JEV_CONTEXT_LIMIT = 28000
 OFFLOAD_POLICIES = ("deterministic", "off")

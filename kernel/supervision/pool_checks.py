@@ -15,8 +15,8 @@ import struct
 import sys
 from pathlib import Path
 
-from protocol import confinement as C
-from protocol import pool as P
+from host import confinement as C
+from host import pool as H
 
 
 def check_dir(path: Path) -> str:
@@ -51,7 +51,7 @@ def listener_problem(sock: socket.socket) -> str:
         status = os.stat(f"/proc/{pid}/status")
     except OSError:
         return f"the pool socket's process ({pid}) is not visible"
-    expected = [P.TITLE, str(P.pool_dir(os.environ, os.getuid())), C.own_view_key()]
+    expected = [H.TITLE, str(H.pool_dir(os.environ, os.getuid())), C.own_view_key()]
     if [part.decode("utf-8", "replace") for part in title] != expected:
         return f"the pool socket is served by process {pid}, which is not a jmp pool"
     try:

@@ -4,7 +4,7 @@
 slow, foreign, differently confined or erroring costs one stderr note and the caller spawns
 cold. A missing pool is started (detached, in the background, inheriting this kernel's
 confinement) for the next run; a stale one (other code) is stopped and replaced. Each
-confinement view has its own pool (`P.view_dir`). Before anything is sent, the listener must be
+confinement view has its own pool (`H.view_dir`). Before anything is sent, the listener must be
 a jmp pool of ours for this directory and view: same uid, its title, our interpreter (when its
 /proc entry lets us look). The worker's environment travels on a pipe whose read end rides
 with the request, so the pool never reads it. The worker's pid is pinned by the pool (not
@@ -29,13 +29,14 @@ from typing import IO
 
 import msgspec
 
+from host import confinement as C
+from host import pool as H
+from host.own_files import open_own
+from host.spawn import module_of
 from kernel.display import terminal_safe
 from kernel.supervision.pool_checks import check_dir, listener_problem
 from kernel.supervision.restart import POOL_CONNECT_S, POOL_EXIT_STATUS_S
-from protocol import confinement as C
 from protocol import pool as P
-from protocol.own_files import open_own
-from protocol.spawn import module_of
 
 _notes: set[str] = set()
 _note_lock = threading.Lock()
@@ -50,17 +51,17 @@ def enabled() -> bool:
 
 def directory() -> Path:
     """The runtime dir (JMP_WARM_DIR, ...); the pool of our view lives in `home()`."""
-    return P.pool_dir(os.environ, os.getuid())
+    return H.pool_dir(os.environ, os.getuid())
 
 
 def home() -> Path:
-    return P.view_dir(directory(), C.own_view_key())
+    return H.view_dir(directory(), C.own_view_key())
 
 
 def fingerprint() -> str:
     global _fingerprint
     if _fingerprint is None:
-        _fingerprint = P.code_fingerprint()
+        _fingerprint = H.code_fingerprint()
     return _fingerprint
 
 
@@ -127,7 +128,7 @@ class WarmProc:
 def spawn(
     argv: list[str], env: dict[str, str], out_fd: int, err_fd: int, in_fd: int | None = None
 ) -> WarmProc | None:
-    """Ask the pool for `argv` (`protocol.spawn.module_argv`) with environment `env`; None
+    """Ask the pool for `argv` (`host.spawn.module_argv`) with environment `env`; None
     means: spawn cold. `in_fd`, when given, becomes the worker's stdin (else /dev/null)."""
     if module_of(argv) is None:
         return None
@@ -261,11 +262,11 @@ def start(replace: bool = False) -> None:
         return
     import subprocess  # only to launch a pool: a served kernel never needs it
 
-    argv = [*P.serve_argv(sys.executable, path, P.idle_timeout(os.environ)), "--detach"]
+    argv = [*H.serve_argv(sys.executable, path, H.idle_timeout(os.environ)), "--detach"]
     with contextlib.suppress(OSError):
         proc = subprocess.Popen(
             argv,
-            env=P.pool_env(os.environ),
+            env=H.pool_env(os.environ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

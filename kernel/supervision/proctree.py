@@ -18,8 +18,8 @@ import signal
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from host.spawn import TOKEN_ENV
 from kernel.supervision.restart import TREE_WAIT_S
-from protocol.spawn import TOKEN_ENV
 
 if TYPE_CHECKING:
     import psutil

@@ -15,8 +15,8 @@ import threading
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
+from host.spawn import SPAWN_CWD, WORKDIR_ENV
 from kernel.supervision import pool_client
-from protocol.spawn import SPAWN_CWD, WORKDIR_ENV
 
 if TYPE_CHECKING:
     import subprocess
@@ -59,7 +59,7 @@ def spawn_process(
     ours and never travels in its environment; a warm worker gets the pipe's read end through
     the pool, which never sees the bytes.
 
-    The interpreter starts in SPAWN_CWD (`argv` is `protocol.spawn.module_argv`); the worker
+    The interpreter starts in SPAWN_CWD (`argv` is `host.spawn.module_argv`); the worker
     enters our cwd itself (WORKDIR_ENV), after sys.path is settled."""
     with contextlib.suppress(OSError):  # a deleted cwd: the worker stays in SPAWN_CWD
         env = {**env, WORKDIR_ENV: os.getcwd()}

@@ -16,6 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from host.inspection import forbid_inspection
+from host.spawn import TOKEN_ENV, child_pythonpath, module_argv
 from kernel.supervision.failures import Cancelled, NotSent, WorkerDied, WorkerFailed
 from kernel.supervision.restart import (
     CANCEL_GRACE_S,
@@ -26,10 +28,8 @@ from kernel.supervision.restart import (
 from kernel.supervision.runtime import make_runtime_dir
 from kernel.supervision.waits import waiting
 from kernel.supervision.wire import Death, WireThread
-from protocol.inspection import forbid_inspection
 from protocol.messages import Cancel, Failed, Progress, Ready, Shutdown, ToolProgress
 from protocol.secrets import KERNEL_ONLY_VARIABLES, KEY_VARIABLES
-from protocol.spawn import TOKEN_ENV, child_pythonpath, module_argv
 
 IPC_PATH_MAX = 107  # sun_path is 108 bytes including the NUL
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import psutil
 
-from protocol import pool as P
+from host import pool as H
 from tests.security.world import base_environment
 from tests.support.warm import launch_pool, pool_pids, suite_pool, view_key_of
 
@@ -42,7 +42,7 @@ class SpawnPath:
             cmd = parent.cmdline()
         except psutil.Error:
             return "other"
-        return "pool" if cmd[:1] == [P.TITLE] else "other"
+        return "pool" if cmd[:1] == [H.TITLE] else "other"
 
     expected_parent = ""
 

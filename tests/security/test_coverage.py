@@ -20,7 +20,7 @@ from tests.security.paths import IMPLEMENTS, PATHS
 from tests.security.pending import PENDING
 from tests.support.cli import ROOT
 
-PRODUCT = ("cli", "acp_server", "jev_harness", "apixly_jev_harness", "kernel", "protocol")
+PRODUCT = ("cli", "acp_server", "jev_harness", "apixly_jev_harness", "kernel", "protocol", "host")
 PRODUCT += ("workers", "jmp_lab")
 
 # An entry point that runs the same code as a covered one (the reason says why it is the same).

@@ -19,6 +19,7 @@ WITNESS = "LAUNCH-DIR-WITNESS"
 OURS = (
     "workers",
     "protocol",
+    "host",
     "kernel",
     "cli",
     "acp_server",

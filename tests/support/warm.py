@@ -20,10 +20,11 @@ from pathlib import Path
 
 import psutil
 
+from host import confinement as C
+from host import pool as H
+from host.spawn import module_of
 from kernel.supervision.runtime import start_ticks
-from protocol import confinement as C
 from protocol import pool as P
-from protocol.spawn import module_of
 
 ROOT = Path(__file__).resolve().parents[2]
 POOL_DIR_ROOT = "/tmp"  # short: the pool's socket lives in it
@@ -40,9 +41,9 @@ def ask_status(directory: Path, view: str | None = None) -> P.State | None:
 
 
 def view_key_of(wrap: Sequence[str]) -> str:
-    """The confinement view (`protocol.confinement.view_key`) of a process started under
+    """The confinement view (`host.confinement.view_key`) of a process started under
     `wrap` (e.g. `setpriv --no-new-privs`): the name of the dir its pool lives in."""
-    code = "from protocol import confinement as C; print(C.own_view_key())"
+    code = "from host import confinement as C; print(C.own_view_key())"
     done = subprocess.run(
         [*wrap, sys.executable, "-c", code],
         cwd=str(ROOT),
@@ -70,10 +71,10 @@ class PoolProc:
     ) -> None:
         self.dir = directory
         self.view = view_key_of(wrap) if wrap else C.own_view_key()
-        self.home = P.view_dir(directory, self.view)
+        self.home = H.view_dir(directory, self.view)
         self.sock = self.home / "pool.sock"
-        env = P.pool_env(os.environ) | {"PYTHONPATH": str(root)}
-        argv = [*wrap, *P.serve_argv(sys.executable, directory, idle_s, preload, FAKE)]
+        env = H.pool_env(os.environ) | {"PYTHONPATH": str(root)}
+        argv = [*wrap, *H.serve_argv(sys.executable, directory, idle_s, preload, FAKE)]
         self.proc = subprocess.Popen(argv, env=env, cwd=str(root), stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + ready_s
         while (state := ask_status(directory, self.view)) is None:  # answers once imported
@@ -280,7 +281,7 @@ def pool_pids(directory: Path, view: str | None = None) -> list[int]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = [c for c in proc.info["cmdline"] or [] if c]
-        if cmd[:2] == [P.TITLE, str(directory)] and (view is None or cmd[2:3] == [view]):
+        if cmd[:2] == [H.TITLE, str(directory)] and (view is None or cmd[2:3] == [view]):
             found.append(proc.pid)
     return found
 
@@ -289,11 +290,11 @@ def launch_pool(directory: Path, wrap: Sequence[str] = ()) -> None:
     """Start a detached pool (every kind preloaded) serving `directory`, as a kernel would (one
     run under `wrap`, e.g. setpriv, when given); it answers once its imports are done (kernels
     spawn cold until then)."""
-    idle = P.idle_timeout(os.environ)
-    argv = [*wrap, *P.serve_argv(sys.executable, directory, idle, also=FAKE), "--detach"]
+    idle = H.idle_timeout(os.environ)
+    argv = [*wrap, *H.serve_argv(sys.executable, directory, idle, also=FAKE), "--detach"]
     launcher = subprocess.Popen(
         argv,
-        env=P.pool_env(os.environ),
+        env=H.pool_env(os.environ),
         cwd="/",
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
@@ -310,7 +311,7 @@ def stop_pools_started(private: Path, spare: Path | None = None) -> Iterator[Non
     to replace a stale one), or started meanwhile in the default dir; never one serving
     `spare` (a test of this inside the suite spares the suite's own pool)."""
     env = {k: v for k, v in os.environ.items() if k != "JMP_WARM_DIR"}
-    default = P.pool_dir(env, os.getuid())
+    default = H.pool_dir(env, os.getuid())
     before = set(pool_pids(default))
     try:
         yield
@@ -331,7 +332,7 @@ def pools_in_dirs_made_here() -> list[int]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         cmd = [c for c in proc.info["cmdline"] or [] if c]
-        if len(cmd) < 2 or cmd[0] != P.TITLE or Path(cmd[1]).parent != Path(POOL_DIR_ROOT):
+        if len(cmd) < 2 or cmd[0] != H.TITLE or Path(cmd[1]).parent != Path(POOL_DIR_ROOT):
             continue
         match = _POOL_DIR.fullmatch(Path(cmd[1]).name)
         if match and match.groups() == mine:
@@ -361,9 +362,10 @@ from pathlib import Path
 import workers  # non-dumpable, as a jmp pool is
 from workers.pool import child as pool_child
 from protocol import pool as P
+from host import pool as H
 directory, view, out, answer = sys.argv[1:5]
-pool_child.set_title(P.TITLE[:15], [P.TITLE, directory, view])
-home = P.view_dir(Path(directory), view)
+pool_child.set_title(H.TITLE[:15], [H.TITLE, directory, view])
+home = H.view_dir(Path(directory), view)
 home.mkdir(mode=0o700, exist_ok=True)
 listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 listener.bind(str(home / "pool.sock"))

@@ -20,8 +20,8 @@ if TYPE_CHECKING:  # OpenHands' package init pulls in litellm (seconds): loaded 
     from openhands.sdk.mcp import MCPServer
     from openhands.sdk.mcp.client import MCPClient
 
+from host.spawn import TOKEN_ENV as TREE_TOKEN_ENV
 from protocol.mcp_config import RemoteServer, ServerConfig
-from protocol.spawn import TOKEN_ENV as TREE_TOKEN_ENV
 from workers import reaper
 
 CLOSE_TIMEOUT_S = 5.0  # per server; mcp itself waits 2 s after closing stdin, then kills

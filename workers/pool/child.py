@@ -27,8 +27,8 @@ from typing import NoReturn
 
 import msgspec
 
+from host.spawn import module_argv
 from protocol import pool as P
-from protocol.spawn import module_argv
 from workers.pool import takeon as pool_takeon
 
 # kind -> modules whose import is the slow part of that worker's start

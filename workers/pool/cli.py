@@ -26,10 +26,11 @@ from pathlib import Path
 
 import msgspec
 
-from protocol import confinement as C
+from host import confinement as C
+from host import pool as H
+from host.own_files import open_own, write_own
+from host.spawn import SPAWN_CWD
 from protocol import pool as P
-from protocol.own_files import open_own, write_own
-from protocol.spawn import SPAWN_CWD
 from workers.pool import child as pool_child
 from workers.pool.conn import SELF_UID, log, read_frame
 from workers.pool.server import LOCK_WAIT_S, Pool
@@ -45,7 +46,7 @@ def ask(
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
             sock.settimeout(timeout_s)
-            sock.connect(str(P.view_dir(directory, view or C.own_view_key()) / "pool.sock"))
+            sock.connect(str(H.view_dir(directory, view or C.own_view_key()) / "pool.sock"))
             sock.sendall(P.encode(msg))
             if isinstance(msg, P.Stop):
                 return msg
@@ -64,7 +65,7 @@ def serve(
     with contextlib.suppress(OSError):
         os.setsid()  # no terminal's Ctrl+C, no kernel's process group
     pool = Pool(directory, idle_s, [], (*P.WORKER_MODULES, *also))
-    home = P.view_dir(directory, pool.key)
+    home = H.view_dir(directory, pool.key)
     problem = check_dir(directory) or check_dir(home)
     if problem:
         print(f"jmp-warm-pool: {problem}", file=sys.stderr)
@@ -81,7 +82,7 @@ def serve(
     os.dup2(logfd, 1)
     os.dup2(logfd, 2)
     os.close(logfd)
-    pool_child.set_title(P.TITLE[:15], [P.TITLE, str(directory), pool.key])
+    pool_child.set_title(H.TITLE[:15], [H.TITLE, str(directory), pool.key])
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     pool.preloaded = pool_child.preload(kinds)
     pool_child.freeze()
@@ -143,8 +144,8 @@ def main(argv: list[str]) -> int:
     # A module the pool forks besides jmp's workers: for the tests' fake worker only.
     parser.add_argument("--also-fork", action="append", default=[], help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    directory = Path(args.dir) if args.dir else P.pool_dir(os.environ, os.getuid())
-    idle = args.idle if args.idle and args.idle > 0 else P.idle_timeout(os.environ)
+    directory = Path(args.dir) if args.dir else H.pool_dir(os.environ, os.getuid())
+    idle = args.idle if args.idle and args.idle > 0 else H.idle_timeout(os.environ)
     if args.command == "serve":
         kinds = [] if args.preload == "none" else args.preload.split(",")
         if args.preload == "all":
@@ -159,10 +160,10 @@ def main(argv: list[str]) -> int:
         return 0
     state = ask(directory, P.Status())
     if args.command == "start" and state is None:
-        argv = [*P.serve_argv(sys.executable, directory, idle, args.preload), "--detach"]
+        argv = [*H.serve_argv(sys.executable, directory, idle, args.preload), "--detach"]
         subprocess.run(
             argv,
-            env=P.pool_env(os.environ),
+            env=H.pool_env(os.environ),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,

@@ -28,7 +28,8 @@ import socket
 import sys
 from pathlib import Path
 
-from protocol import confinement as C
+from host import confinement as C
+from host import pool as H
 from protocol import pool as P
 from workers.pool import child as pool_child
 from workers.pool import takeon as pool_takeon
@@ -48,7 +49,7 @@ class Pool(Connections):
     ) -> None:
         self.dir, self.idle_s, self.preloaded = directory, idle_s, preloaded
         self.modules = frozenset(modules)
-        self.fingerprint = P.code_fingerprint()
+        self.fingerprint = H.code_fingerprint()
         self.view = C.confinement()
         self.spaces = C.namespaces()
         self.space_ids = {name: _ns_id(f"/proc/self/ns/{name}") for name in self.spaces}

@@ -4,7 +4,7 @@ A cold child inherits its kernel's cgroup, resource limits, umask, priority and 
 has the pool's. These a process may set for itself, so the fork sets them (`take_on`) from what
 the pool read of the kernel (`read_kernel`) before the pool answers `Spawned`; what it cannot
 set (credentials, capabilities, no_new_privs, seccomp, namespaces) the pool has matched
-instead (`protocol/confinement.py`). A failure is named (`TakeOnError`) and the pool refuses,
+instead (`host/confinement.py`). A failure is named (`TakeOnError`) and the pool refuses,
 so the kernel spawns cold.
 """
 

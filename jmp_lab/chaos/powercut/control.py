@@ -25,7 +25,7 @@ from multiprocessing.connection import Client, Connection
 from pathlib import Path
 from typing import Any
 
-from protocol.spawn import SPAWN_CWD, module_argv
+from host.spawn import SPAWN_CWD, module_argv
 
 ROOT = Path(__file__).resolve().parent.parent.parent.parent
 START_TIMEOUT_S = 30.0

@@ -4,7 +4,7 @@ Credentials, capability sets, no_new_privs, seccomp, the LSM label and the names
 pool serves only kernels whose view equals its own (a fork would otherwise run with the pool's
 privileges instead of its kernel's) and lives in a directory named after it (`view_key`), so
 the pool a confined kernel starts (confined alike) serves that kernel's later runs. Kernel and
-pool read it the same way, from /proc: like `protocol/pool.py: code_fingerprint`, the reading
+pool read it the same way, from /proc: like `host/pool.py: code_fingerprint`, the reading
 lives here so that both sides compute it identically.
 """
 
