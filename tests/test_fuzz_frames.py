@@ -20,7 +20,7 @@ from kernel.supervision.supervisor import Worker
 from protocol.codec import decode_from_worker, decode_to_worker, encode_frame
 from protocol.messages import Cancel, Failed, Heartbeat, Ready, RunTool, ToolResult
 from tests.support.workers import close_within, fake_worker, pid_running, wait_until
-from workers.silence import KERNEL_SILENCE_S, SILENCE_ENV, kernel_silence_s
+from workers.base import KERNEL_SILENCE_S, SILENCE_ENV, kernel_silence_s
 
 ROOT = Path(__file__).resolve().parent.parent
 KINDS = ["heartbeat", "route", "generate", "list_tools", "validate", "run_tool", "cancel", "ready"]

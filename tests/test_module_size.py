@@ -1,5 +1,6 @@
-"""No product module over 300 lines (STYLE "Size", issue 10): past that, split it by what its
-parts own."""
+"""No product module over 500 lines (STYLE "Size": aim for about 300, split past 500). The fence
+catches a module that grew several seams; it is no reason for a file of its own (issue 22: a
+300-line cap had cut fragments off, folded back since)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ PACKAGES = (
     "jev_harness",
     "apixly_jev_harness",
 )
-MAX_LINES = 300
+MAX_LINES = 500
 # Modules allowed over the limit while they are being split: none left (issue 10 split the last
 # ones). The second test fails on an entry that is already short enough. Keep it empty.
 STILL_SPLITTING: set[str] = set()
@@ -27,7 +28,7 @@ def _lines() -> dict[str, int]:
     return {str(p.relative_to(ROOT)): len(p.read_text().splitlines()) for p in paths}
 
 
-def test_no_product_module_over_300_lines() -> None:
+def test_no_product_module_over_500_lines() -> None:
     long = {name: n for name, n in _lines().items() if n > MAX_LINES}
     unexpected = {name: n for name, n in long.items() if name not in STILL_SPLITTING}
     assert not unexpected, f"split these modules (at most {MAX_LINES} lines): {unexpected}"

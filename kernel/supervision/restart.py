@@ -45,9 +45,9 @@ protocol/, is pointed at below); the modules that wait import these names. Secon
     POOL_EXIT_STATUS_S  2     pool_client.py: the pool's Exited status of a worker that is gone
 
 Worker side (workers/base.py, which may import only protocol/): a worker that hears nothing
-from its kernel for `KERNEL_SILENCE_S` (workers/silence.py; `JMP_KERNEL_SILENCE_S` sets it at
-worker start) kills its tree and exits. The harness run's own request limits (task load,
-observe) are in kernel/harness/workers.py.
+from its kernel for `KERNEL_SILENCE_S` (`JMP_KERNEL_SILENCE_S` sets it at worker start) kills
+its tree and exits. The harness run's own request limits (task load, observe) are in
+kernel/harness/workers.py.
 """
 
 from __future__ import annotations
