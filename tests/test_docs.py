@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # paths of their day).
 CURRENT = ("README.md", "docs/ARCHITECTURE.md", "docs/MCP.md", "docs/PERFORMANCE.md")
 MANUALS = ("docs/JMP.md", "docs/JEV-HARNESS.md", "docs/EDITORS.md", "docs/RESILIENCE.md")
-TOP = ("kernel", "workers", "protocol", "cli", "acp_server", "jev_harness", "jmp_lab", "tests")
+TOP = ("kernel", "workers", "protocol", "host", "cli", "acp_server", "jev_harness", "jmp_lab")
+TOP += ("tests",)
 TOP += ("bench", "docs", "examples", "apixly_jev_harness")
 
 

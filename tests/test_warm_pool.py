@@ -860,15 +860,15 @@ def test_a_run_fifteen_minutes_after_the_last_starts_warm(
     """The pool a run starts (no --idle, no JMP_WARM_IDLE_S: the default) is still there for
     a run 15 minutes later (issue 25): its clock is moved on by 15 minutes, not waited for.
     With the old default (600 s) the pool exits on the second request and the worker is cold."""
-    assert P.idle_timeout({}) == 3 * 3600
+    assert H.idle_timeout({}) == 3 * 3600
     monkeypatch.chdir(short_tmp)
     monkeypatch.delenv("JMP_WARM_IDLE_S", raising=False)
     directory = make_pool_dir()
     offset = short_tmp / "offset"
     offset.write_text("0")
-    argv = P.serve_argv(sys.executable, directory, 1, "none", ("tests.fakes.worker",))
+    argv = H.serve_argv(sys.executable, directory, 1, "none", ("tests.fakes.worker",))
     args = [a for a in argv[argv.index("workers.pool") + 1 :] if not a.startswith("--idle")]
-    env = P.pool_env(os.environ) | {"PYTHONPATH": str(ROOT)}
+    env = H.pool_env(os.environ) | {"PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
         [sys.executable, "-c", AGED_POOL, str(offset), *args], env=env, cwd=str(ROOT)
     )
@@ -880,7 +880,7 @@ def test_a_run_fifteen_minutes_after_the_last_starts_warm(
                 break
             assert proc.poll() is None, f"pool exited {proc.returncode}"
             time.sleep(0.05)
-        assert state is not None and state.idle_timeout_s == P.DEFAULT_IDLE_S
+        assert state is not None and state.idle_timeout_s == H.DEFAULT_IDLE_S
         for minutes in (0, 15):
             offset.write_text(str(minutes * 60))
             with fake(short_tmp) as worker:

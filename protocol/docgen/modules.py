@@ -13,7 +13,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # The product's packages, in the order a newcomer meets them; tests/ and bench/ are not mapped.
-PACKAGES: tuple[str, ...] = ("cli", "acp_server", "jev_harness", "kernel", "protocol", "workers")
+PACKAGES: tuple[str, ...] = (
+    "cli",
+    "acp_server",
+    "jev_harness",
+    "kernel",
+    "protocol",
+    "host",
+    "workers",
+)
 PACKAGES += ("jmp_lab", "apixly_jev_harness")
 
 INTRO = """\
