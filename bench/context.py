@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from kernel.context.policy import ContextPolicy, load_latest_checkpoint, write_checkpoint
-from kernel.context.recall import RecallIndex
+from kernel.context.recall.index import RecallIndex
 from protocol.codec import make_event
 from protocol.events import Event, ToolFinishedData, ToolStartedData, UserData
 from tests.support.context import synthetic

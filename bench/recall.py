@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernel.context.recall import RecallIndex
+from kernel.context.recall.index import RecallIndex
 from kernel.run.ledger import ARGUMENTS_PREVIEW_CHARS, preview, shown_target
 from kernel.store.session import Session
 from protocol.events import ToolFinishedData, ToolStartedData, UserData

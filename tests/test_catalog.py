@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from kernel.context.recall_tool import RECALL_SCHEMA
+from kernel.context.recall.tool import RECALL_SCHEMA
 from kernel.context.state import Call, invalidate_for_action
 from kernel.loop import prompts
 from protocol import catalog
@@ -45,7 +45,7 @@ def test_no_description_text_outside_the_catalog() -> None:
         "kernel/loop/prompts.py",
         "workers/tool/__main__.py",
         "workers/tool/binding.py",
-        "kernel/context/recall_tool.py",
+        "kernel/context/recall/tool.py",
     ):
         text = (ROOT / path).read_text()
         for tool in catalog.BUILTINS.values():

@@ -15,7 +15,7 @@ from kernel.context.policy import (
     load_latest_checkpoint,
     write_checkpoint,
 )
-from kernel.context.recall import RecallIndex
+from kernel.context.recall.index import RecallIndex
 from kernel.context.render import cut_head, cut_tail, excerpt, nbytes
 from kernel.context.state import (
     Call,

@@ -12,7 +12,7 @@ import pytest
 
 from kernel.context.checkpoint import decode_checkpoint
 from kernel.context.policy import ContextPolicy, FoldCache
-from kernel.context.recall import RecallIndex
+from kernel.context.recall.index import RecallIndex
 from kernel.store.artifacts import Artifacts, TextCache
 from kernel.store.redact import Redactor
 from protocol.events import (

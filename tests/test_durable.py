@@ -21,7 +21,7 @@ import pytest
 
 from jmp_lab.chaos.powercut.control import LossyDisk, available
 from kernel.context.checkpoint import build_checkpoint, decode_checkpoint, usable
-from kernel.context.recall import RecallIndex
+from kernel.context.recall.index import RecallIndex
 from kernel.errors import StorageError
 from kernel.store.session import Session
 from protocol.codec import encode_event

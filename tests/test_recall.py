@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from kernel.context.recall import RecallIndex
-from kernel.context.recall_pages import split_pages
-from kernel.context.recall_search import RecallError, fts_query, query_terms
-from kernel.context.recall_tool import RECALL_SCHEMA, run_recall
+from kernel.context.recall.index import RecallIndex
+from kernel.context.recall.pages import split_pages
+from kernel.context.recall.search import RecallError, fts_query, query_terms
+from kernel.context.recall.tool import RECALL_SCHEMA, run_recall
 from tests.support.context import Log, synthetic
 
 

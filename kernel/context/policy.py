@@ -27,7 +27,7 @@ from kernel.errors import ConfigError, ContextOverflow
 from protocol.events import CompactionData, Event
 
 if TYPE_CHECKING:
-    from kernel.context.recall import RecallIndex
+    from kernel.context.recall.index import RecallIndex
 
 __all__ = [
     "Checkpoint",

@@ -14,7 +14,7 @@ from kernel.context.policy import FoldCache
 
 if TYPE_CHECKING:
     from kernel.context.policy import ContextPolicy, Projection
-    from kernel.context.recall import RecallIndex
+    from kernel.context.recall.index import RecallIndex
     from kernel.store.session import Session
 
 
@@ -30,7 +30,7 @@ class ContextView:
 
     def recall_index(self) -> RecallIndex | None:
         """The session's recall cache, synced; None when it cannot be had (never fatal)."""
-        from kernel.context.recall import RecallIndex
+        from kernel.context.recall.index import RecallIndex
 
         try:
             if self._recall is None:
@@ -71,7 +71,7 @@ class ContextView:
 
 def _has_pages(events: list[Any]) -> bool:
     """Does the log hold an event recall would offer (any indexed kind but the user's)?"""
-    from kernel.context.recall_pages import INDEXED
+    from kernel.context.recall.pages import INDEXED
     from protocol.events import UserData
 
     return any(isinstance(e.data, INDEXED) and not isinstance(e.data, UserData) for e in events)

@@ -13,14 +13,14 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from kernel.context.recall_search import RecallError
-from kernel.context.recall_tool import RECALL_SCHEMA, recall_arguments, run_recall
+from kernel.context.recall.search import RecallError
+from kernel.context.recall.tool import RECALL_SCHEMA, recall_arguments, run_recall
 from kernel.supervision.supervisor import WorkerFailed
 from protocol.catalog import RECALL
 from protocol.messages import ToolResult, ToolSpec, Validated
 
 if TYPE_CHECKING:
-    from kernel.context.recall import RecallIndex
+    from kernel.context.recall.index import RecallIndex
 
 
 class ToolHandle(Protocol):

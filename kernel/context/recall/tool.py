@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernel.context.recall import RecallIndex
-from kernel.context.recall_search import Page, RecallError
+from kernel.context.recall.index import RecallIndex
+from kernel.context.recall.search import Page, RecallError
 from protocol.catalog import RECALL, is_snapshot
 
 RECALL_SCHEMA: dict[str, Any] = {

@@ -55,7 +55,7 @@ def fts_query(terms: list[str], mode: str = "AND") -> str:
 
 
 class RecallSearch:
-    """The reading half of RecallIndex (kernel/context/recall.py), which owns the file."""
+    """The reading half of RecallIndex (kernel/context/recall/index.py), which owns the file."""
 
     _db: sqlite3.Connection | None
     _answers: dict[tuple[Any, ...], list[Page]]

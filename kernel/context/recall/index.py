@@ -7,8 +7,8 @@ syncs on its own schedule, so after a power cut it can be ahead of the recovered
 records whose seqs the log has since given to others).
 Ordinary context building never sees an exception from here; only the explicit `recall` tool
 gets a RecallError. This module owns the file (open, rebuild, incremental sync in one
-transaction); what a record's pages hold is kernel/context/recall_pages.py, and reading
-(search, page, relevant) is kernel/context/recall_search.py.
+transaction); what a record's pages hold is kernel/context/recall/pages.py, and reading
+(search, page, relevant) is kernel/context/recall/search.py.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from kernel.context.recall_pages import INDEXED, ReadArtifact, record_pages
-from kernel.context.recall_search import Page, RecallSearch, query_terms
+from kernel.context.recall.pages import INDEXED, ReadArtifact, record_pages
+from kernel.context.recall.search import Page, RecallSearch, query_terms
 from kernel.context.state import events_after
 from kernel.store.event_log import record_digest
 from protocol.events import Event
