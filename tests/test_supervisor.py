@@ -197,6 +197,20 @@ def test_cancel_ignored_means_kill(workers: list[Worker], short_tmp: Path) -> No
     assert not pid_running(worker.pid or 0)
 
 
+def test_a_worker_flooding_progress_and_ignoring_cancel_is_killed_and_reported_dead(
+    workers: list[Worker], short_tmp: Path
+) -> None:
+    """Its progress never empties the queue, and some is still queued ahead of its Death."""
+    worker = start(workers, short_tmp)
+    worker.wait_ready(30)
+    cancel = threading.Event()
+    threading.Timer(0.2, cancel.set).start()
+    with pytest.raises(WorkerDied) as died:
+        worker.request(run("flood_ignoring_cancel"), cancel=cancel)
+    assert "did not stop" in str(died.value)
+    assert not pid_running(worker.pid or 0)
+
+
 def test_timeout_cancels_then_raises(workers: list[Worker], short_tmp: Path) -> None:
     worker = start(workers, short_tmp)
     worker.wait_ready(30)

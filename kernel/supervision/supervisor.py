@@ -8,6 +8,7 @@ replies to the one waiting `request`. Whatever happens, `close()` leaves no proc
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 import time
@@ -212,7 +213,8 @@ class Worker:
         """Cancel the request; give it CANCEL_GRACE_S to answer, then kill the worker."""
         wire.post(Cancel(id=ident))
         deadline = time.monotonic() + CANCEL_GRACE_S
-        while (msg := self._next(wire, deadline)) is not None:
+        # The clock is checked too: a worker that floods progress never empties the queue.
+        while time.monotonic() < deadline and (msg := self._next(wire, deadline)) is not None:
             if getattr(msg, "reply_to", None) != ident or isinstance(msg, Progress | ToolProgress):
                 continue
             if isinstance(msg, Failed) and msg.code == "cancelled":
@@ -220,9 +222,13 @@ class Worker:
                     raise WorkerFailed("timeout", f"{self.kind} request timed out and stopped")
                 raise Cancelled(f"{self.kind} request {ident} cancelled")
             return _unwrap(msg)
-        wire.kill(f"did not stop within {CANCEL_GRACE_S:g} s after {why}")
-        self._next(wire, time.monotonic() + KILL_LANDING_S)  # raises WorkerDied when it lands
-        raise AssertionError("unreachable: the worker was killed")
+        reason = f"did not stop within {CANCEL_GRACE_S:g} s after {why}"
+        wire.kill(reason)
+        # What it sent before it died may still be queued ahead of its Death: skip it.
+        landing = time.monotonic() + KILL_LANDING_S
+        while time.monotonic() < landing and self._next(wire, landing) is not None:
+            pass  # its Death raises WorkerDied
+        raise WorkerDied(self.kind, wire.pid or 0, None, signal.SIGKILL, f"{reason}; killed")
 
     def _next(self, wire: WireThread, deadline: float | None) -> Any:
         """The next message before `deadline` (None: wait), or None; raises WorkerDied."""

@@ -11,7 +11,7 @@ JMP_FAKE_MODE selects the behaviour:
 Tools of the `ok` mode (RunTool.tool): `echo`, `sleep` (cancellable), `spawn` (starts a
 `sleep` in its own session, like a shell that setsid's, then waits for cancel), `fail`,
 `crash`, `die` (os._exit mid-call), `hang` (SIGSTOPs the whole worker), `ignore_cancel`,
-`progress`.
+`flood_ignoring_cancel` (progress without pause, never an answer), `progress`.
 """
 
 from __future__ import annotations
@@ -82,6 +82,9 @@ def handle(msg: Any, send: Any, cancel: threading.Event) -> Any:
         case "ignore_cancel":
             time.sleep(float(msg.arguments.get("seconds", 10)))
             return _result(msg.id, "ignored")
+        case "flood_ignoring_cancel":
+            while True:  # progress as fast as it can, never an answer, cancel or not
+                send(Progress(reply_to=msg.id, stage="generate", characters=1))
         case "progress":
             for n in range(int(msg.arguments.get("count", 3))):
                 send(Progress(reply_to=msg.id, stage="generate", characters=n + 1))
