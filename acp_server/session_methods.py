@@ -61,7 +61,7 @@ class SessionMethods(Base):
         """Replay the history as updates, all before this response."""
         handle, sink = await self._open(cwd, session_id, mcp_servers)
         assert sink.translator is not None
-        for update in sink.translator.replay(list(handle.session.events)):
+        for update in sink.translator.replay(handle.session.events):
             await self.send_update(handle, update)
         return LoadSessionResponse(modes=modes.state(sink.approver.mode))
 

@@ -70,6 +70,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--session", metavar="ID", help="continue, replay or retry a session")
     p.add_argument("--compact", action="store_true", help="compact the session locally, no model")
     p.add_argument("--ack-interrupted", action="store_true", help="acknowledge uncertain calls")
+    p.add_argument("--verify", action="store_true", help="check every line of a session's log")
     p.add_argument("--list", action="store_true", help="list sessions")
     p.add_argument("--sessions-dir", metavar="PATH", help="session storage (or JMP_SESSIONS_DIR)")
     p.add_argument(
@@ -92,17 +93,25 @@ def _check_text(args: argparse.Namespace) -> None:
 def _validate(args: argparse.Namespace) -> None:
     """Every usage error, checked before anything is created."""
     if args.acp:
-        extra = [f for f in (*_RUN_FLAGS, "list", "json") if getattr(args, f) not in (None, False)]
+        extra = [
+            f
+            for f in (*_RUN_FLAGS, "list", "json", "verify")
+            if getattr(args, f) not in (None, False)
+        ]
         if extra:
             raise UsageError(f"--acp takes no prompt, session or run options (got {_named(extra)})")
         return
     if args.list:
-        extra = [f for f in _RUN_FLAGS if getattr(args, f) not in (None, False)]
+        extra = [f for f in (*_RUN_FLAGS, "verify") if getattr(args, f) not in (None, False)]
         if extra:
             raise UsageError(f"--list takes no run options (got {_named(extra)})")
         return
     if args.prompt is not None and not args.prompt.strip():
         raise UsageError("the prompt is empty")
+    if args.verify:
+        extra = [f for f in _RUN_FLAGS if f != "session" and getattr(args, f) not in (None, False)]
+        if extra or args.session is None:
+            raise UsageError(f"--verify takes --session ID and nothing else (got {_named(extra)})")
     for flag in ("compact", "ack_interrupted"):
         if getattr(args, flag) and args.session is None:
             raise UsageError(f"--{flag.replace('_', '-')} needs --session ID")
@@ -188,6 +197,10 @@ def main(argv: list[str] | None = None) -> int:
             from acp_server.main import serve
 
             return serve(args.sessions_dir)
+        if args.verify:
+            from cli.verify import verify
+
+            return verify(sessions_home(args.sessions_dir), args.session, args.json)
         printer = _printer(as_json)
         return _run(args, printer)
     except JmpError as exc:

@@ -49,6 +49,7 @@ WHERE = {
     "python main.py --json --session ID": "synopsis",
     "python main.py --json --session ID --compact": "synopsis",
     "python main.py --json --session ID --ack-interrupted": "synopsis",
+    "python main.py --json --session ID --verify": "synopsis",
     "python main.py --json --list": "synopsis",
     "jev-harness check-task FILE [--inputs JSON] [--json]": "synopsis",
     "jev-harness run FILE --goal TEXT --inputs JSON [--context JSON] [--max-steps N]"

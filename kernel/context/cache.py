@@ -7,6 +7,8 @@ is always equal to a fresh fold of the same events from the same checkpoint.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kernel.context.checkpoint import Checkpoint, usable
 from kernel.context.state import Call, State, call_index, fold
 from protocol.events import Event
@@ -27,7 +29,7 @@ class FoldCache:
         self.refolds = 0  # fresh folds (the first one, or after the log was replaced)
 
     def state(
-        self, events: list[Event], checkpoint: Checkpoint | None, max_snapshots: int
+        self, events: Sequence[Event], checkpoint: Checkpoint | None, max_snapshots: int
     ) -> State:
         """The fold of `events` from `checkpoint` when usable; shared, so never mutate it."""
         from_checkpoint = checkpoint is not None and usable(checkpoint, events)
@@ -43,7 +45,7 @@ class FoldCache:
 
     def _continues(
         self,
-        events: list[Event],
+        events: Sequence[Event],
         checkpoint: Checkpoint | None,
         from_checkpoint: bool,
         max_snapshots: int,

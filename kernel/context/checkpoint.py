@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 
 import msgspec
@@ -42,7 +43,7 @@ _decoder = msgspec.json.Decoder(Checkpoint)
 
 
 def build_checkpoint(
-    events: list[Event], keep_whole: int, max_snapshots: int = MAX_SNAPSHOTS
+    events: Sequence[Event], keep_whole: int, max_snapshots: int = MAX_SNAPSHOTS
 ) -> tuple[bytes, int]:
     """Fold the whole log, archive all but the latest `keep_whole` calls; (bytes, through)."""
     state = fold(State(), events, max_snapshots)
@@ -93,7 +94,7 @@ def load_latest_checkpoint(session_dir: str | os.PathLike[str]) -> Checkpoint | 
     return None
 
 
-def usable(checkpoint: Checkpoint, events: list[Event]) -> bool:
+def usable(checkpoint: Checkpoint, events: Sequence[Event]) -> bool:
     """A checkpoint applies to this log: same session, not beyond its last record, and (when
     it says) folded through the very record the log holds at `through`."""
     if not events:

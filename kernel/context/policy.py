@@ -8,7 +8,7 @@ ContextOverflow; everything else degrades so the text always fits its budget in 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
@@ -94,14 +94,14 @@ class ContextPolicy:
             raise ValueError(f"unknown audience {audience!r}: use 'router' or 'generator'")
         return self.jev_bytes if audience == "router" else self.flash_bytes
 
-    def state(self, events: list[Event], checkpoint: Checkpoint | None = None) -> State:
+    def state(self, events: Sequence[Event], checkpoint: Checkpoint | None = None) -> State:
         """The folded state: from the checkpoint when usable, processing only later events."""
         base = checkpoint.state.copy() if checkpoint and usable(checkpoint, events) else State()
         return fold(base, events, self.max_snapshots)
 
     def project(
         self,
-        events: list[Event],
+        events: Sequence[Event],
         audience: str,
         *,
         reserved_bytes: int,
@@ -139,7 +139,7 @@ class ContextPolicy:
             budget=budget,
         )
 
-    def checkpoint(self, events: list[Event], audience: str) -> tuple[bytes, CompactionData]:
+    def checkpoint(self, events: Sequence[Event], audience: str) -> tuple[bytes, CompactionData]:
         """Deterministic checkpoint bytes for the log, and the `compaction` event data."""
         self.budget(audience)
         data, through = build_checkpoint(events, self.keep_whole, self.max_snapshots)

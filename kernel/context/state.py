@@ -7,6 +7,7 @@ times, no absolute paths): the same log always folds to the same bytes.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from typing import Any, Literal
 
 import msgspec
@@ -251,7 +252,7 @@ def _error(state: State, seq: int, data: ErrorData) -> None:
 
 def fold(
     state: State,
-    events: list[Event],
+    events: Sequence[Event],
     max_snapshots: int = MAX_SNAPSHOTS,
     index: dict[str, Call] | None = None,
 ) -> State:
@@ -286,7 +287,7 @@ def call_index(state: State) -> dict[str, Call]:
     return {c.call_id: c for c in state.calls}
 
 
-def events_after(events: list[Event], through: int) -> list[Event]:
+def events_after(events: Sequence[Event], through: int) -> Sequence[Event]:
     """The events with seq > through; bisect, because the log is in seq order."""
     if through <= 0:
         return events

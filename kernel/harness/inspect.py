@@ -9,13 +9,14 @@ as they were, a torn tail included.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from kernel.errors import SessionLocked, SessionNotFound, UsageError
 from kernel.run.ledger import Ledger
-from kernel.store.event_log import parse_log
 from kernel.store.guard import check_session_dir, read_nofollow
+from kernel.store.log_parse import parse_log
 from protocol.events import Event
 
 CREATED_BY = "jev-harness"
@@ -44,7 +45,7 @@ def inspect_session(home: Path, session_id: str) -> dict[str, Any]:
         session.close()
 
 
-def _require_harness(events: list[Event], session_id: str) -> None:
+def _require_harness(events: Sequence[Event], session_id: str) -> None:
     created_by = getattr(events[0].data, "created_by", "jmp") if events else "jmp"
     if created_by != CREATED_BY:
         raise UsageError(
@@ -67,7 +68,7 @@ def _settle(session: Any) -> None:
         ledger.end("blocked", f"the run process was killed; {what}")
 
 
-def _summary(session_id: str, events: list[Event], status: str) -> dict[str, Any]:
+def _summary(session_id: str, events: Sequence[Event], status: str) -> dict[str, Any]:
     final = next((e.data for e in reversed(events) if e.kind == "final"), None)
     receipt = next((e.data for e in reversed(events) if e.kind == "receipt"), None)
     artifact = None

@@ -8,6 +8,7 @@ compaction checkpoint (read once). All three are caches: losing them loses nothi
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from kernel.context.policy import FoldCache
@@ -69,7 +70,7 @@ class ContextView:
         return self._loaded_checkpoint[0]
 
 
-def _has_pages(events: list[Any]) -> bool:
+def _has_pages(events: Sequence[Any]) -> bool:
     """Does the log hold an event recall would offer (any indexed kind but the user's)?"""
     from kernel.context.recall.pages import INDEXED
     from protocol.events import UserData

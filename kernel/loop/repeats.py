@@ -4,13 +4,15 @@ errors, arguments that failed validation, and calls the person rejected (kernel/
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from kernel.context.state import REJECTED_TEXT
 from protocol.events import ApprovalData, ErrorData, Event, ToolFinishedData, UserData
 
 REPEATED_ERRORS = 3  # identical tool errors in a row that pause the run (CONTRACT section 6)
 
 
-def repeated_error(events: list[Event]) -> str | None:
+def repeated_error(events: Sequence[Event]) -> str | None:
     """The error text when the last three outcomes of this request are identical errors."""
     outcomes: list[tuple[str, str] | None] = []
     for event in events:

@@ -8,6 +8,7 @@ it. Nothing here re-runs a call.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from kernel.errors import StorageError
@@ -31,21 +32,20 @@ def needs_models(session: Session, prompt: str | None, compact: bool) -> bool:
     return prompt is not None or saved_answer(session.events) is None
 
 
-def saved_answer(events: list[Event]) -> FinalData | None:
+def saved_answer(events: Sequence[Event]) -> FinalData | None:
     """The latest request's answer (completed) or question (needs_input), if it has one.
 
     A request that was answered stays answered until the next prompt: a later `blocked` final
     written only to record uncertainty (no run_started) does not reopen it. Without a new
     prompt such a request is replayed, never run again (issue 9, item 1).
     """
-    answer: FinalData | None = None
-    for event in events:
+    for event in reversed(events):  # newest first: a long log is read from its end only
         data = event.data
         if isinstance(data, UserData | RunStartedData):
-            answer = None
-        elif isinstance(data, FinalData) and data.status in ANSWERED:
-            answer = data
-    return answer
+            return None
+        if isinstance(data, FinalData) and data.status in ANSWERED:
+            return data
+    return None
 
 
 def read_only_error(session: Session) -> StorageError:

@@ -10,7 +10,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,7 @@ def is_session_id(value: str) -> bool:
     return bool(SESSION_ID.fullmatch(value))
 
 
-def status_of(kinds_newest_first: list[tuple[str, str | None]]) -> str:
+def status_of(kinds_newest_first: Iterable[tuple[str, str | None]]) -> str:
     """Status from (kind, final status) pairs, newest first: the last final, or new/running."""
     for kind, final_status in kinds_newest_first:
         if kind == "final":

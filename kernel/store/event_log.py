@@ -1,4 +1,10 @@
-"""events.jsonl: strict reading with torn-tail recovery, appends of whole lines, and fsync."""
+"""events.jsonl: strict reading with torn-tail recovery, and appends with optional fsync.
+
+Opened with its session's id, the log is read through events.index (kernel/store/log_index.py):
+only the records after its last verified prefix are decoded, the first and the last verified
+chunk are checked against their digests, and the rest is read on demand (log_events.py). The
+index is extended, fsynced, only with lines an fsync of the log has covered.
+"""
 
 from __future__ import annotations
 
@@ -7,72 +13,21 @@ import hashlib
 import os
 import stat
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
-from kernel.errors import CorruptLog, LogReplaced, StorageError, UnsupportedLogVersion
+from kernel.errors import CorruptLog, LogReplaced, StorageError
+from kernel.store import log_index
 from kernel.store.durable import fsync_dir, write_all
 from kernel.store.guard import open_nofollow, storage_error
-from protocol.codec import MalformedRecord, UnsupportedVersion, decode_event, encode_event
+from kernel.store.log_events import LogEvents, read_chunk
+from kernel.store.log_index import Chainer, Entry, IndexWriter
+from kernel.store.log_parse import UNCHANGED, check_session, parse_log
+from protocol.codec import encode_event
 from protocol.events import Event
 
 
-def parse_log(buf: bytes, name: str = "events.jsonl") -> tuple[list[Event], int]:
-    """Decode every complete line; return the events and the byte length they span.
-
-    Bytes after the last newline are a torn tail and are not decoded. Any complete line that is
-    malformed, of another version or out of sequence raises CorruptLog naming its line number.
-    """
-    end = buf.rfind(b"\n") + 1
-    events: list[Event] = []
-    start = 0
-    number = 0
-    while start < end:
-        stop = buf.index(b"\n", start)
-        number += 1
-        events.append(_decode_line(buf[start:stop], number, name))
-        start = stop + 1
-        _check_seq(events, number, name)
-    return events, end
-
-
-def _decode_line(line: bytes, number: int, name: str) -> Event:
-    try:
-        event = decode_event(line)
-    except UnsupportedVersion as exc:
-        raise UnsupportedLogVersion(f"{name} line {number}: {exc}") from None
-    except MalformedRecord as exc:
-        raise CorruptLog(
-            f"{name} line {number} is malformed ({exc}); nothing was written"
-        ) from None
-    if event.seq is None:
-        raise CorruptLog(f"{name} line {number} has no seq; nothing was written")
-    return event
-
-
-def _check_seq(events: list[Event], number: int, name: str) -> None:
-    if len(events) < 2:
-        return
-    prev, seq = events[-2].seq, events[-1].seq
-    if prev is not None and seq != prev + 1:
-        raise CorruptLog(
-            f"{name} line {number}: seq {seq} does not follow {prev}; nothing was written"
-        )
-
-
-def check_session(events: list[Event], session_id: str, name: str = "events.jsonl") -> None:
-    """The log starts with this session's `session` record and holds no other session's."""
-    first = events[0] if events else None
-    if first is None or first.kind != "session" or first.data.session_id != session_id:
-        raise CorruptLog(
-            f"{name} of session {session_id} does not start with its session record; "
-            "nothing was written"
-        )
-    for number, event in enumerate(events, 1):
-        if event.session_id != session_id:
-            raise CorruptLog(f"{name} line {number} belongs to session {event.session_id}")
-
-
-def record_digest(events: list[Event], seq: int) -> str:
+def record_digest(events: Sequence[Event], seq: int) -> str:
     """The identity of the record at `seq` in this log ("" when it holds none): a cache
     derived from the log (the recall index, a checkpoint) stores it beside its watermark and
     is trusted only while the log still holds that same record there. After a power cut the
@@ -113,11 +68,19 @@ class EventLog:
         self._fd: int | None = None
         self._read_only = False
         self._synced = 0  # the size an fsync last covered (or the size when loaded)
+        self._index: _Indexing | None = None
 
-    def create(self, first: Event) -> None:
-        """Create the log (it must not exist) holding `first`, fsynced."""
+    def start_index(self, session_id: str) -> None:
+        """Keep events.index for a log created empty here (before its first append)."""
+        self._index = _Indexing(session_id, log_index.STRIDE, [], Chainer(), 0, 0, None)
+
+    def create(self, first: Event) -> LogEvents:
+        """Create the log (it must not exist) holding `first`, fsynced; its events."""
         self._open_for_append(os.O_EXCL)
+        self.start_index(first.session_id)
         self.append(first, durable=True)
+        assert self._fd is not None
+        return LogEvents(self._fd, self.path.name, first.session_id, [], [first])
 
     def _open_for_append(self, extra: int = 0) -> None:
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | extra
@@ -126,12 +89,19 @@ class EventLog:
         except OSError as exc:
             raise storage_error("open the event log", self.path, exc) from None
 
-    def load(self, session_id: str | None = None, writable: bool = True) -> list[Event]:
-        """Read all events; a torn tail is archived beside the log and cut (see `torn`).
+    def load(
+        self, session_id: str | None = None, writable: bool = True, verify: bool = False
+    ) -> list[Event] | LogEvents:
+        """Read the events; a torn tail is archived beside the log and cut (see `torn`).
 
         A corrupt complete line (or, given session_id, a log that is not that session's)
         raises CorruptLog and leaves the file byte-for-byte unchanged. With writable False
         (read-only storage) nothing is changed: a torn tail is only left out.
+
+        Given session_id, the events come back as a LogEvents read through events.index: only
+        what follows its last verified prefix is decoded, and the index is rebuilt by a full
+        check when it is missing, damaged or not this log's. `verify` checks every line now,
+        whatever the index says (and rewrites the index when it differed).
         """
         flags = (os.O_RDWR | os.O_APPEND) if writable else os.O_RDONLY
         try:
@@ -142,17 +112,83 @@ class EventLog:
         self._fd, self._read_only = fd, not writable
         try:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise CorruptLog(f"{self.path} is not a regular file; nothing was written")
+                raise CorruptLog(f"{self.path} is not a regular file; {UNCHANGED}")
+            if session_id is not None:
+                return self._load_indexed(fd, session_id, writable, verify)
             buf = _read_all(fd)
         except OSError as exc:
             raise storage_error("read the event log", self.path, exc) from None
         events, end = parse_log(buf, self.path.name)
         self._synced = end  # as far as anyone can know: what a later failed fsync cuts back to
-        if session_id is not None:
-            check_session(events, session_id, self.path.name)
         if end < len(buf) and writable:
             self.torn = self._cut_tail(buf[end:], end)
         return events
+
+    def _load_indexed(self, fd: int, session_id: str, writable: bool, verify: bool) -> LogEvents:
+        name = self.path.name
+        size = os.fstat(fd).st_size
+        found = None if verify else log_index.read(self.path.parent, session_id)
+        stride, kept = log_index.STRIDE, None
+        entries: list[Entry] = []
+        if found is not None:
+            stride, entries, _damaged = found  # a damaged end is cut when next appended to
+            kept = len(entries)
+            if entries and entries[-1].offset > size:
+                raise CorruptLog(
+                    f"{name} ends before line {entries[-1].seq}, which was written and "
+                    f"verified ({log_index.NAME}): records were lost (if an older copy of the "
+                    f"log was put back on purpose, remove {log_index.NAME}); {UNCHANGED}"
+                )
+            if entries:
+                first = read_chunk(fd, name, session_id, entries, 0)
+                check_session(first[:1], session_id, name)
+                if len(entries) > 1:
+                    read_chunk(fd, name, session_id, entries, len(entries) - 1)
+        base = entries[-1] if entries else Entry(0, 0, b"")
+        buf = _pread_all(fd, size - base.offset, base.offset)
+        if not entries:  # the first line is named as not this session's record first
+            first_line = buf[: buf.find(b"\n") + 1]
+            check_session(parse_log(first_line, name)[0], session_id, name)
+        events, end = parse_log(buf, name, base.seq + 1, session_id)
+        new, covered = log_index.boundaries(buf, end, stride, base)
+        if verify:
+            kept = self._verified_against_index(session_id, new)
+        if end + base.offset < size and writable:
+            self.torn = self._cut_tail(buf[end:], base.offset + end)
+        entries = [*entries, *new]
+        tail = events[len(new) * stride :]
+        chainer = Chainer(entries[-1].digest if entries else b"")
+        chainer.update(memoryview(buf)[covered:end])
+        writer = IndexWriter(self.path.parent, session_id, stride, kept) if writable else None
+        self._index = _Indexing(
+            session_id, stride, entries, chainer, len(tail), base.offset + end, writer
+        )
+        self._synced = base.offset + end
+        if new and writable:
+            os.fsync(fd)  # the index names only lines an fsync covered
+            self._index.flush(self.path.parent)
+        return LogEvents(fd, name, session_id, entries, tail)
+
+    def _verified_against_index(self, session_id: str, entries: list[Entry]) -> int | None:
+        """How many entries of the index on disk the full check confirmed (None: none is there
+        to confirm); CorruptLog naming the lines whose bytes differ from what it verified."""
+        old = log_index.read(self.path.parent, session_id)
+        if old is None or old[0] != log_index.STRIDE:
+            return None
+        for k, (was, now) in enumerate(zip(old[1], entries, strict=False)):
+            if was != now:
+                first = k * log_index.STRIDE + 1
+                raise CorruptLog(
+                    f"{self.path.name} lines {first}-{was.seq} changed after they were written "
+                    f"and verified (their bytes no longer match {log_index.NAME}): the log was "
+                    f"edited or damaged on disk; {UNCHANGED}"
+                )
+        if len(old[1]) > len(entries):
+            raise CorruptLog(
+                f"{self.path.name} ends before line {old[1][-1].seq}, which was written and "
+                f"verified ({log_index.NAME}): records were lost; {UNCHANGED}"
+            )
+        return len(old[1])
 
     def _cut_tail(self, tail: bytes, end: int) -> TornTail:
         # Archive first and make it durable, so the torn bytes exist somewhere at every instant.
@@ -189,7 +225,11 @@ class EventLog:
         except OSError as exc:
             with contextlib.suppress(OSError):
                 os.ftruncate(self._fd, size)
+            if self._index is not None:
+                self._index.broken = True  # the session stops: the next open rebuilds it
             raise storage_error(f"append the {kind} record to", self.path, exc) from None
+        if self._index is not None:
+            self._index.wrote(line)
 
     def sync(self) -> None:
         """fsync what was written; StorageError naming the log when the disk refuses it.
@@ -204,10 +244,14 @@ class EventLog:
         try:
             os.fsync(self._fd)
         except OSError as exc:
+            if self._index is not None:
+                self._index.broken = True  # lines are cut back: its count no longer holds
             raise StorageError(
                 str(storage_error("fsync", self.path, exc)) + "; " + self._cut_back()
             ) from None
         self._synced = size
+        if self._index is not None and self._index.pending:
+            self._index.flush(self.path.parent, size)
 
     def _cut_back(self) -> str:
         assert self._fd is not None
@@ -236,10 +280,64 @@ class EventLog:
         return held.st_size
 
     def close(self) -> None:
-        """Close the append handle; idempotent."""
+        """Close the append handle; idempotent. Index entries still waiting for an fsync of
+        the lines they name get it first."""
         fd, self._fd = self._fd, None
-        if fd is not None:
+        if fd is None:
+            return
+        try:
+            if self._index is not None and self._index.pending:
+                with contextlib.suppress(OSError):
+                    os.fsync(fd)
+                    self._index.flush(self.path.parent)
+        finally:
+            self._index = None
             os.close(fd)
+
+
+class _Indexing:
+    """The index's side of the appends: the running digest, and the entries due once an fsync
+    of the log covers their lines."""
+
+    def __init__(
+        self,
+        session_id: str,
+        stride: int,
+        entries: list[Entry],
+        chainer: Chainer,
+        count: int,
+        offset: int,
+        writer: IndexWriter | None,
+    ) -> None:
+        self.session_id, self.stride, self.entries = session_id, stride, list(entries)
+        self.chainer, self.count, self.offset, self.writer = chainer, count, offset, writer
+        self.seq = (entries[-1].seq if entries else 0) + count
+        self.pending = False  # entries made since the last flush
+        self.broken = False  # a write or fsync of the log failed: no entry is written after
+
+    def wrote(self, line: bytes) -> None:
+        self.chainer.update(line)
+        self.count, self.offset, self.seq = self.count + 1, self.offset + len(line), self.seq + 1
+        if self.count == self.stride:
+            self.entries.append(Entry(self.seq, self.offset, self.chainer.close()))
+            self.count, self.pending = 0, True
+
+    def flush(self, directory: Path, synced: int | None = None) -> None:
+        """Write the entries made so far whose lines end within `synced` bytes (all when None):
+        call only after an fsync of the log covered them."""
+        if self.broken:
+            return
+        if self.writer is None:
+            if self.session_id and self.pending:  # a log created here: its first entry
+                self.writer = IndexWriter(directory, self.session_id, self.stride, None)
+            else:
+                return
+        self.writer.directory = directory  # a new session's directory was renamed into place
+        due = self.entries
+        if synced is not None and due and due[-1].offset > synced:
+            due = [e for e in due if e.offset <= synced]
+        self.writer.write(due)
+        self.pending = len(due) < len(self.entries)
 
 
 _STOPPED = (
@@ -252,6 +350,14 @@ def _read_all(fd: int) -> bytes:
     chunks = []
     while chunk := os.read(fd, 1 << 20):
         chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _pread_all(fd: int, size: int, offset: int) -> bytes:
+    chunks = []
+    while size > 0 and (chunk := os.pread(fd, min(size, 1 << 24), offset)):
+        chunks.append(chunk)
+        offset, size = offset + len(chunk), size - len(chunk)
     return b"".join(chunks)
 
 

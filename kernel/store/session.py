@@ -33,6 +33,7 @@ from kernel.store.durable import fsync_dir
 from kernel.store.event_log import EventLog
 from kernel.store.guard import check_session_dir, storage_error
 from kernel.store.lock import SessionLock
+from kernel.store.log_events import LogEvents
 from kernel.store.redact import Redactor
 from kernel.store.workspace import check_workspace
 from protocol.codec import encode_event, make_event
@@ -60,7 +61,7 @@ class Session:
         directory: Path,
         lock: SessionLock,
         log: EventLog,
-        events: list[Event],
+        events: LogEvents,
         redactor: Redactor,
         on_event: EventCallback | None,
     ) -> None:
@@ -108,7 +109,7 @@ class Session:
                 time.time(),
                 SessionData(session_id=session_id, workspace=str(workspace), created_by=created_by),
             )
-            log.create(first)
+            events = log.create(first)
             try:
                 fsync_dir(staging)  # its entries (the log, the lock, artifacts/) before its name
                 staging.rename(final)
@@ -124,7 +125,7 @@ class Session:
             raise
         # flock and the log's descriptor follow their inodes through the rename
         lock.path, log.path = final / "lock", final / LOG
-        session = cls(home, final, lock, log, [first], Redactor(tuple(secrets)), on_event)
+        session = cls(home, final, lock, log, events, Redactor(tuple(secrets)), on_event)
         session._notify(first)
         return session
 
@@ -136,6 +137,7 @@ class Session:
         on_event: EventCallback | None = None,
         secrets: Iterable[str] = (),
         harness: bool = False,
+        verify: bool = False,
     ) -> Session:
         """Lock and load an existing session; a torn last line is archived and reported.
 
@@ -144,6 +146,9 @@ class Session:
         inspect`: jmp does not continue task-script runs) unless `harness` (jev-harness's own
         inspect). On storage that refuses writes the session opens read-only (`read_only`): it
         can be read and replayed, and any append is a StorageError.
+
+        Open reads the log's ends only (events.index, kernel/store/event_log.py): its time does
+        not grow with history. `verify` checks every line first (what `jmp --verify` does).
         """
         home = Path(home).absolute()
         if not cls.exists(home, session_id):
@@ -155,7 +160,8 @@ class Session:
         lock = SessionLock(directory / "lock").acquire(allow_read_only=True)
         log = EventLog(directory / LOG)
         try:
-            events = log.load(session_id, writable=not lock.read_only)
+            events = log.load(session_id, writable=not lock.read_only, verify=verify)
+            assert isinstance(events, LogEvents)
         except BaseException:
             log.close()
             lock.release()
@@ -182,7 +188,7 @@ class Session:
     @property
     def status(self) -> str:
         """The last final's status; "running" after a later request; "new" before any."""
-        pairs = [(e.kind, getattr(e.data, "status", None)) for e in reversed(self.events)]
+        pairs = ((e.kind, getattr(e.data, "status", None)) for e in reversed(self.events))
         return status_of(pairs)
 
     def append(self, data: Data, durable: bool = False) -> Event:

@@ -17,6 +17,7 @@ import contextlib
 import os
 import sqlite3
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +133,7 @@ class RecallIndex(RecallSearch):
 
     # --- indexing ------------------------------------------------------------------
 
-    def sync(self, events: list[Event], read_artifact: ReadArtifact | None = None) -> int:
+    def sync(self, events: Sequence[Event], read_artifact: ReadArtifact | None = None) -> int:
         """Index the events after the last indexed seq; returns pages added; never raises."""
         for attempt in range(2):
             try:
@@ -151,14 +152,14 @@ class RecallIndex(RecallSearch):
         meta = dict(self._db.execute("SELECT key, value FROM meta").fetchall())
         return meta.get("session_id"), int(meta.get("through") or 0), meta.get("digest", "")
 
-    def _nothing_new(self, events: list[Event], session_id: str, last: int) -> bool:
+    def _nothing_new(self, events: Sequence[Event], session_id: str, last: int) -> bool:
         """Only unindexed kinds (routes, usage...) since this connection's last sync: no SQL."""
         known = self._known
         if self._db is None or known is None or known[0] != session_id or known[1] > last:
             return False
         return not any(isinstance(e.data, INDEXED) for e in events_after(events, known[1]))
 
-    def _sync(self, events: list[Event], read_artifact: ReadArtifact | None) -> int:
+    def _sync(self, events: Sequence[Event], read_artifact: ReadArtifact | None) -> int:
         if not events:
             return 0
         session_id, last = events[0].session_id, events[-1].seq or 0

@@ -7,7 +7,7 @@ provenance. Pure: no I/O but the artifact reader it is handed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from protocol.events import (
@@ -44,7 +44,7 @@ def split_pages(text: str, size: int = PAGE_CHARS, overlap: int = OVERLAP_CHARS)
 
 
 def record_pages(
-    events: list[Event], read_artifact: ReadArtifact | None, target_of: Callable[[str], str]
+    events: Sequence[Event], read_artifact: ReadArtifact | None, target_of: Callable[[str], str]
 ) -> Iterator[tuple[Any, ...]]:
     """Rows for `pages`: (seq, part, kind, tool, target, call_id, provenance, body).
 

@@ -1,0 +1,178 @@
+"""events.index: the log's verified prefixes, so that opening a session reads only its ends.
+
+Beside events.jsonl, written only by the holder of the session lock. A header (magic, format,
+stride, session id) and then one fixed-size entry per `stride` records: entry k says that
+records 1 to (k+1)*stride end at byte `offset` of the log and that the bytes of chunk k (its
+`stride` lines) chain to `digest` (BLAKE2b-128 of entry k-1's digest followed by chunk k's
+bytes). Header and entries each carry a CRC-32 of themselves, so damage to this file is told
+apart from a change to the log.
+
+Derived and disposable, never trusted over the log: an entry is written only once an fsync of
+the log covered its bytes, and is fsynced itself; a missing, foreign or other-format file is
+rebuilt from the log by a full check, a damaged entry is dropped with everything after it. A
+chunk whose bytes no longer chain to their digest is a changed log (CorruptLog), not a stale
+index: nothing legitimate rewrites a line once it is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import struct
+import zlib
+from pathlib import Path
+from typing import NamedTuple
+
+from kernel.store.durable import write_all, write_atomic
+from kernel.store.guard import NOFOLLOW
+
+NAME = "events.index"
+MAGIC = b"JMPLOGIX"
+FORMAT = 1
+# Records per entry: open hashes two chunks of this many lines and parses the rest. The chaos
+# runner's power campaigns set JMP_LOG_INDEX_STRIDE small, so that cuts land on index writes.
+_STRIDE_ENV = os.environ.get("JMP_LOG_INDEX_STRIDE", "")
+STRIDE = int(_STRIDE_ENV) if _STRIDE_ENV.isdigit() and int(_STRIDE_ENV) > 0 else 1024
+_HEADER = struct.Struct("<8sII32s")  # magic, format, stride, session id (ASCII hex)
+_ENTRY = struct.Struct("<QQ16s")  # seq, offset, digest
+_CRC = struct.Struct("<I")
+HEADER_SIZE = _HEADER.size + _CRC.size
+ENTRY_SIZE = _ENTRY.size + _CRC.size
+
+
+class Entry(NamedTuple):
+    """Records 1..seq end at byte `offset`; the last chunk of them chains to `digest`."""
+
+    seq: int
+    offset: int
+    digest: bytes
+
+
+def chain(previous: bytes, data: bytes | memoryview) -> bytes:
+    """The digest of a chunk's bytes following the chunk whose digest is `previous`."""
+    hasher = hashlib.blake2b(previous, digest_size=16)
+    hasher.update(data)
+    return hasher.digest()
+
+
+class Chainer:
+    """The running digest of the chunk being appended (fed line by line)."""
+
+    def __init__(self, previous: bytes = b"") -> None:
+        self._hasher = hashlib.blake2b(previous, digest_size=16)
+
+    def update(self, line: bytes | memoryview) -> None:
+        self._hasher.update(line)
+
+    def close(self) -> bytes:
+        """This chunk's digest; the chainer then starts the next chunk from it."""
+        digest = self._hasher.digest()
+        self._hasher = hashlib.blake2b(digest, digest_size=16)
+        return digest
+
+
+def _pack(fmt: struct.Struct, *fields: object) -> bytes:
+    body = fmt.pack(*fields)
+    return body + _CRC.pack(zlib.crc32(body))
+
+
+def _unpack(fmt: struct.Struct, raw: bytes) -> tuple[object, ...] | None:
+    body, (crc,) = raw[: fmt.size], _CRC.unpack(raw[fmt.size :])
+    return fmt.unpack(body) if zlib.crc32(body) == crc else None
+
+
+def read(directory: Path, session_id: str) -> tuple[int, list[Entry], bool] | None:
+    """(stride, the good entries, whether a damaged or torn part follows them); None when the
+    file is missing, unreadable, a link, or not this session's index of this format."""
+    try:
+        fd = os.open(directory / NAME, os.O_RDONLY | NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        raw = os.pread(fd, size, 0) if size <= (1 << 28) else b""
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    header = _unpack(_HEADER, raw[:HEADER_SIZE]) if len(raw) >= HEADER_SIZE else None
+    if header is None or header[:2] != (MAGIC, FORMAT) or header[3] != session_id.encode():
+        return None
+    stride = int(header[2])  # type: ignore[call-overload]
+    if stride <= 0:
+        return None
+    entries: list[Entry] = []
+    body = memoryview(raw)[HEADER_SIZE:]
+    for start in range(0, len(body) - ENTRY_SIZE + 1, ENTRY_SIZE):
+        fields = _unpack(_ENTRY, bytes(body[start : start + ENTRY_SIZE]))
+        if fields is None:
+            return stride, entries, True
+        entry = Entry(*fields)  # type: ignore[arg-type]
+        previous = entries[-1] if entries else Entry(0, 0, b"")
+        if entry.seq != previous.seq + stride or entry.offset <= previous.offset:
+            return stride, entries, True  # misplaced: this file is damaged from here
+        entries.append(entry)
+    return stride, entries, len(body) % ENTRY_SIZE != 0
+
+
+class IndexWriter:
+    """Appends entries to events.index (fsynced); creates or replaces it atomically when it
+    is missing or damaged. A failure disables it for the session: the index is only a cache,
+    and the next open rebuilds it."""
+
+    def __init__(self, directory: Path, session_id: str, stride: int, kept: int | None) -> None:
+        """`kept`: how many entries of the file on disk are good (None: write it afresh)."""
+        self.directory = directory
+        self.session_id = session_id
+        self.stride = stride
+        self._kept = kept
+        self.failed = False
+
+    def write(self, entries: list[Entry]) -> None:
+        """Make `entries` the file's content: append what it lacks, or write it afresh."""
+        kept = self._kept
+        if self.failed or not entries or (kept is not None and kept >= len(entries)):
+            return
+        try:
+            if kept is None:
+                self._replace(entries)
+            else:
+                self._append(entries[kept:], kept)
+            self._kept = len(entries)
+        except OSError:
+            self.failed = True  # the log stays the truth: the next open rebuilds from it
+            with contextlib.suppress(OSError):
+                os.unlink(self.directory / NAME)
+
+    def _replace(self, entries: list[Entry]) -> None:
+        header = _pack(_HEADER, MAGIC, FORMAT, self.stride, self.session_id.encode())
+        body = b"".join(_pack(_ENTRY, *e) for e in entries)
+        write_atomic(self.directory, NAME, header + body, mode=0o644)
+
+    def _append(self, entries: list[Entry], kept: int) -> None:
+        fd = os.open(self.directory / NAME, os.O_WRONLY | NOFOLLOW)
+        try:
+            os.ftruncate(fd, HEADER_SIZE + kept * ENTRY_SIZE)  # a torn or damaged end goes
+            os.lseek(fd, 0, os.SEEK_END)
+            write_all(fd, b"".join(_pack(_ENTRY, *e) for e in entries))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+
+def boundaries(data: bytes, end: int, stride: int, previous: Entry) -> tuple[list[Entry], int]:
+    """The entries for every full chunk of lines in data[:end] (complete lines that follow
+    `previous`'s records, from byte previous.offset of the log), and how many bytes they cover."""
+    entries: list[Entry] = []
+    start, base = 0, previous.offset
+    while True:
+        stop = start
+        for _ in range(stride):
+            stop = data.find(b"\n", stop, end) + 1
+            if stop == 0:
+                return entries, start
+        digest = chain(previous.digest, memoryview(data)[start:stop])
+        previous = Entry(previous.seq + stride, base + stop, digest)
+        entries.append(previous)
+        start = stop
