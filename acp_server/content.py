@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,9 +14,9 @@ from acp.schema import (
 )
 
 from kernel.store.context_blocks import context_block
+from protocol.text import clean
 
 ACCEPTED = "text, resource links and embedded text resources"
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # JSON can carry them; UTF-8 cannot
 
 
 def prompt_text(blocks: Sequence[Any]) -> str:
@@ -41,7 +40,7 @@ def prompt_text(blocks: Sequence[Any]) -> str:
             raise RequestError.invalid_params(
                 {"reason": f"jmp does not accept {kind} content; it accepts {ACCEPTED}"}
             )
-    text = LONE_SURROGATE.sub("\ufffd", "".join(parts))
+    text = clean("".join(parts))  # JSON can carry lone surrogates; UTF-8 cannot
     if not text.strip():
         raise RequestError.invalid_params({"reason": "the prompt is empty"})
     return text

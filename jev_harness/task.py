@@ -14,7 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from jev_harness.model import OfferError, Option, Outcome, Parameter, Selection, Tool, Toolkit
 from jev_harness.observation import canonical, fit_observation
-from jev_harness.text import clean, clip, scrub
+from jev_harness.text import clean, clip
+from protocol.redact import Redactor
+from protocol.secrets import MIN_SECRET_CHARS
 
 if TYPE_CHECKING:
     from jev_harness.evidence_store import EvidenceStore
@@ -73,18 +75,26 @@ class Task:
         """Set the goal, the limits shown in observations and the worker's redaction.
 
         `redact` is the worker's redactor; `secrets` are values replaced by [REDACTED] (on top
-        of `redact`). Both apply to observations and to the report.
+        of `redact`, with the token formats: protocol/redact.py). Both apply to observations and
+        to the report. A secret shorter than MIN_SECRET_CHARS is refused (ValueError): the one
+        redactor would not replace it, and it must not pass unredacted.
         """
         self.goal = clean(goal)
         self.limits = dict(limits or {})
         if redact is not None:
             self.redact = redact
         known = [s for s in secrets if isinstance(s, str) and s]
+        short = sum(len(s.strip()) < MIN_SECRET_CHARS for s in known)
+        if short:
+            raise ValueError(
+                f"{short} of the secrets given is shorter than {MIN_SECRET_CHARS} characters: "
+                "too short to redact without redacting ordinary words"
+            )
         if known:
-            inner = self.redact
+            inner, given = self.redact, Redactor(known)
 
             def redact_known(text: str) -> str:
-                return inner(scrub(text, known))
+                return inner(given.text(text))
 
             self.redact = redact_known
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import re
 
+from protocol.text import clean
+
 # C0 controls but \t and \n, DEL, C1 controls (\x9b is a one-byte CSI on some terminals), and
 # the bidi controls that reorder what is displayed.
 _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
@@ -17,12 +19,7 @@ _UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202
 
 def terminal_safe(text: str) -> str:
     """`text` with every unsafe character written as an escape; always encodable as UTF-8."""
-    text = _UNSAFE.sub(_escape, text.replace("\r\n", "\n"))
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates: shown escaped, never a failed write
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
-    return text
+    return clean(_UNSAFE.sub(_escape, text.replace("\r\n", "\n")))  # never a failed write
 
 
 def _escape(match: re.Match[str]) -> str:

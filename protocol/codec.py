@@ -10,7 +10,7 @@ import msgspec
 from protocol.events import DATA_TYPES, EVENT_VERSION, KIND_OF, Data, Event
 from protocol.harness import HarnessFromWorker, HarnessToWorker
 from protocol.messages import WIRE_VERSION, Frame, FromWorker, ToWorker
-from protocol.text import scrubbed
+from protocol.text import cleaned
 
 
 class UnsupportedVersion(ValueError):
@@ -58,7 +58,7 @@ def encode_event(event: Event) -> bytes:
     try:
         return _json_encoder.encode(event)
     except UnicodeEncodeError:
-        return _json_encoder.encode(scrubbed(msgspec.to_builtins(event)))
+        return _json_encoder.encode(cleaned(msgspec.to_builtins(event)))
 
 
 def decode_event(line: bytes | str) -> Event:
@@ -124,7 +124,7 @@ def encode_frame(body: Any) -> bytes:
     try:
         return _msgpack_encoder.encode(frame)
     except UnicodeEncodeError:
-        return _msgpack_encoder.encode(scrubbed(msgspec.to_builtins(frame)))
+        return _msgpack_encoder.encode(cleaned(msgspec.to_builtins(frame)))
 
 
 def _check_version(buf: bytes) -> None:

@@ -1,8 +1,10 @@
-"""Text that UTF-8 can always carry: escaped file names and repaired model text. Pure functions.
+"""Text that UTF-8 can always carry (`clean`), and cuts that never keep part of a secret. Pure
+functions over str, stdlib only: the shared leaf the kernel, the workers and jev_harness import.
 
 Python hands undecodable file-name bytes over as lone surrogates (surrogateescape), and a model's
 JSON may carry a lone `\\ud800`; neither can be encoded as UTF-8, so a frame or a log line holding
-one would fail to encode. These helpers turn such text into something every writer accepts.
+one would fail to encode. `clean` turns such text into something every writer accepts, with
+one rule for every source.
 """
 
 from __future__ import annotations
@@ -19,11 +21,14 @@ def has_surrogates(text: str) -> bool:
     return _SURROGATE.search(text) is not None
 
 
-def shown_name(name: str) -> str:
-    """A file name as text: bytes that were not UTF-8 (surrogateescape) become `\\xNN`."""
-    if not has_surrogates(name):
-        return name
-    return _SURROGATE.sub(_escape, name)
+def clean(text: str) -> str:
+    """`text` as UTF-8 can always carry it: the one cleaning of lone surrogates, wherever text
+    comes from. One that stands for a byte that was not UTF-8 (surrogateescape's U+DC80-U+DCFF:
+    a file name, a command's output, an argument) is written `\\xNN`, so the byte stays
+    readable; any other (a model's or an editor's `\\ud800`) becomes U+FFFD."""
+    if not has_surrogates(text):
+        return text
+    return _SURROGATE.sub(_escape, text)
 
 
 def _escape(match: re.Match[str]) -> str:
@@ -31,13 +36,6 @@ def _escape(match: re.Match[str]) -> str:
     if 0xDC80 <= code <= 0xDCFF:  # surrogateescape's range: one undecodable byte
         return f"\\x{code - 0xDC00:02x}"
     return REPLACEMENT
-
-
-def repaired(text: str) -> str:
-    """Model text with every lone surrogate replaced by U+FFFD."""
-    if not has_surrogates(text):
-        return text
-    return _SURROGATE.sub(REPLACEMENT, text)
 
 
 def first_surrogate(value: Any, path: str = "") -> str | None:
@@ -60,14 +58,14 @@ def first_surrogate(value: Any, path: str = "") -> str | None:
     return None
 
 
-def scrubbed(value: Any) -> Any:
-    """A builtins value (dicts, lists, strings, ...) with every string passed through shown_name."""
+def cleaned(value: Any) -> Any:
+    """A builtins value (dicts, lists, strings, ...) with every string passed through `clean`."""
     if isinstance(value, str):
-        return shown_name(value)
+        return clean(value)
     if isinstance(value, dict):
-        return {scrubbed(k): scrubbed(v) for k, v in value.items()}
+        return {cleaned(k): cleaned(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [scrubbed(v) for v in value]
+        return [cleaned(v) for v in value]
     return value
 
 

@@ -5,6 +5,7 @@ exception class. (The import-graph rules between rooms are in test_import_graph.
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from pathlib import Path
 
@@ -15,6 +16,7 @@ LEDGER = "kernel/run/ledger.py"
 ONE_CONSTRUCTOR = {"ToolStartedData": LEDGER, "ToolUncertainData": LEDGER, "FinalData": LEDGER}
 
 
+@functools.cache  # parsed once for every count here (nothing mutates the trees)
 def _sources() -> dict[str, ast.Module]:
     files = [ROOT / "main.py", *(p for pkg in PRODUCT for p in (ROOT / pkg).rglob("*.py"))]
     return {str(p.relative_to(ROOT)): ast.parse(p.read_text()) for p in files}
@@ -67,3 +69,68 @@ def test_an_agent_is_composed_behind_one_door() -> None:
     assert {name: sorted(paths) for name, paths in found.items()} == {
         name: ["kernel/loop/opening.py"] for name in names
     }
+
+
+def _used_names(tree: ast.Module) -> set[str]:
+    """Names a module uses as values (not only imports or re-exports)."""
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+
+
+def _strings(tree: ast.Module) -> list[str]:
+    return [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+    ]
+
+
+REDACTOR = "protocol/redact.py"
+CLEANER = "protocol/text.py"
+
+
+def test_one_redactor_with_one_rule_set() -> None:
+    """One class redacts (protocol/redact.py, the shared leaf): kernel, workers and jev_harness
+    import it. The rule set (the token formats, the marker, the shortest secret) is used
+    nowhere else, and no module replaces secrets on its own (`str.replace(secret, ...)`)."""
+    sources = _sources()
+    classes = sorted(
+        path
+        for path, tree in sources.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef) and node.name == "Redactor"
+    )
+    assert classes == [REDACTOR]
+    rules = {"TOKEN_PATTERNS", "REDACTED", "MIN_SECRET_CHARS"}
+    users = sorted(p for p, tree in sources.items() if _used_names(tree) & rules)
+    assert users == [REDACTOR, "protocol/secrets.py"], users  # the rules, and where they are
+    markers = sorted(
+        p
+        for p, tree in sources.items()
+        if any("[redacted]" in s.lower() for s in _strings(tree) if len(s) < 40)
+    )
+    assert markers == ["protocol/secrets.py"], markers
+
+
+def test_one_cleaning_of_lone_surrogates() -> None:
+    """`protocol.text.clean` is the one rule: no other module writes U+FFFD for a surrogate or
+    escapes one with `encode(..., "backslashreplace")` (decoding bytes that way is no cleaning:
+    it is what `clean` writes for surrogateescape's bytes)."""
+    sources = _sources()
+    defined = sorted(
+        p
+        for p, tree in sources.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and node.name == "clean"
+    )
+    assert defined == [CLEANER], defined
+    replacing = sorted(p for p, tree in sources.items() if "\ufffd" in "".join(_strings(tree)))
+    assert replacing == [CLEANER], replacing
+    escaping = sorted(
+        p
+        for p, tree in sources.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and getattr(node.func, "attr", None) == "encode"
+        and "backslashreplace" in [a.value for a in node.args if isinstance(a, ast.Constant)]
+    )
+    assert escaping == [], escaping

@@ -24,8 +24,8 @@ import pytest
 from jmp_lab.servers.flash import FlashServer
 from jmp_lab.servers.jev import JevServer, choice_confidence
 from protocol.messages import Failed, Generate, Generated, Message, Progress, Route, Routed
+from protocol.redact import redact
 from workers.generator import FlashSettings, GeneratorHandler
-from workers.redact import redact
 from workers.router import JevSettings, RouterHandler
 
 JEV_KEY = "ts-secret-7d1f0c9a"

@@ -102,34 +102,20 @@ def test_a_big_output_with_many_secrets_none_present_is_unchanged():
     assert r.text(text) == text
 
 
-def test_one_marker_everywhere_and_one_redaction_per_side():
-    """One marker (protocol/secrets.py): the worker side's and jev_harness's redactions use it,
-    and no other product module spells a marker of its own (issue 10)."""
-    import ast
-    from pathlib import Path
-
-    from jev_harness.text import REDACTED as LIBRARY_MARKER
-    from jev_harness.text import scrub
+def test_one_redactor_on_every_side():
+    """One redactor (protocol/redact.py) with one rule set: what the workers and jev_harness
+    redact is redacted as the kernel's log redacts it (the counts: test_architecture_counts)."""
+    from jev_harness.task import Task
+    from protocol.redact import redact
     from protocol.secrets import REDACTED as MARKER
-    from workers.redact import redact
 
-    assert REDACTED == MARKER == LIBRARY_MARKER
+    assert REDACTED == MARKER
     token = "ghp_" + "a" * 36
-    assert redact(f"k=secret-1 {token}", "secret-1") == f"k={MARKER} {MARKER}"
-    assert scrub("a secret-1 b", ["secret-1", ""]) == f"a {MARKER} b"
-    root = Path(__file__).resolve().parent.parent
-    homes = {"protocol/secrets.py", "jev_harness/text.py"}
-    others = []
-    for package in ("kernel", "protocol", "host", "workers", "cli", "acp_server", "jev_harness"):
-        for path in (root / package).rglob("*.py"):
-            name = str(path.relative_to(root))
-            literals = [
-                node.value
-                for node in ast.walk(ast.parse(path.read_text()))
-                if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            ]
-            if name not in homes and any(
-                "[redacted]" in v.lower() for v in literals if len(v) < 40
-            ):
-                others.append(name)
-    assert not others, others
+    expected = Redactor(["secret-1"]).text(f"k=secret-1 {token} 12345")
+    assert expected == f"k={MARKER} {MARKER} 12345"
+    assert redact(f"k=secret-1 {token} 12345", "secret-1", ["12345", ""]) == expected
+    task = Task()
+    task.configure("goal", secrets=["secret-1"])
+    assert task.redact(f"k=secret-1 {token} 12345") == expected  # token formats too, now
+    with pytest.raises(ValueError, match="shorter than 6 characters"):
+        Task().configure("goal", secrets=["secret-1", "12345"])  # never passed unredacted

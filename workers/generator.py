@@ -22,9 +22,9 @@ import httpx
 import openai
 
 from protocol.messages import Failed, Generate, Generated, ModelUsage, Msg, Progress
-from protocol.text import first_surrogate, repaired
+from protocol.redact import redact
+from protocol.text import clean, first_surrogate
 from workers.calls import Cancelled, stream_cancellable
-from workers.redact import redact
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-v4-flash"
@@ -222,7 +222,7 @@ class GeneratorHandler:
                     now = time.monotonic()
                     if stream.characters and now - last_progress >= PROGRESS_EVERY_S:
                         last_progress = now
-                        text = "" if tool else repaired("".join(stream.parts[told:]))
+                        text = "" if tool else clean("".join(stream.parts[told:]))
                         told = len(stream.parts)
                         send(
                             Progress(
@@ -270,7 +270,7 @@ class GeneratorHandler:
             usage=stream.usage,
         )
         if not stream.tool:
-            text = repaired(stream.text)  # a lone surrogate becomes U+FFFD
+            text = clean(stream.text)  # a lone surrogate: never a failed write
             if stream.cut:
                 text += (
                     f"\n\n[answer cut at {stream.limit} characters (JMP_FLASH_ANSWER_CHARS): "

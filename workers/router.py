@@ -17,9 +17,9 @@ import httpx2
 from typesafe_sdk import Choice, RetryPolicy, TypeSafeClient, TypeSafeError
 
 from protocol.messages import Failed, ModelUsage, Msg, Route, Routed
+from protocol.redact import redact
 from workers import tls
 from workers.calls import Cancelled, call_cancellable
-from workers.redact import redact
 
 DEFAULT_BASE_URL = "https://api.typesafe.ai"
 DEFAULT_MODEL = "jev-latest"

@@ -28,7 +28,6 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from jev_harness.text import scrub
 from jev_harness.web.html import sections_from
 from jev_harness.web.page import Link, Page, WebError
 from jev_harness.web.urls import (
@@ -38,6 +37,7 @@ from jev_harness.web.urls import (
     entry_and_origins,
     resolve,
 )
+from protocol.redact import redact
 
 DEFAULT_BASE_URL = "http://127.0.0.1:9377"
 MAX_CHARS = 2 * 1024 * 1024
@@ -145,7 +145,7 @@ class CamofoxProvider:
 
     def scrub(self, text: str) -> str:
         """The text with the access key (if any) replaced: it must reach nothing we return."""
-        return scrub(text, [self.__key])
+        return redact(text, self.__key)
 
     # -- REST -----------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from typing import Any
 from kernel.errors import ConfigError, JmpError, UsageError
 from kernel.harness.engine import Engine, Limits
 from kernel.harness.outbound import Outbound
-from kernel.harness.state import check_goal, clean
+from kernel.harness.state import check_goal
 from kernel.harness.workers import HarnessWorker
 from kernel.store.redact import Redactor
 from kernel.supervision.models import model_worker
@@ -29,6 +29,7 @@ from kernel.supervision.router import Router
 from kernel.supervision.supervisor import WorkerDied, WorkerFailed, make_runtime_dir
 from protocol.events import RunStartedData, TaskData, UserData
 from protocol.harness import PROVIDER_KEYS, TaskLoaded
+from protocol.text import clean
 
 CREATED_BY = "jev-harness"
 EXTRA_SECRETS = PROVIDER_KEYS  # secrets a toolkit's provider sends, redacted like model keys

@@ -35,15 +35,6 @@ def encode(value: Any) -> str:
     return text
 
 
-def clean(text: str) -> str:
-    """The text with lone surrogates written as escapes, so that it always encodes."""
-    try:
-        text.encode("utf-8")
-        return text
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "backslashreplace").decode("utf-8")
-
-
 def build_state(
     goal: str, limits: dict[str, Any], observation: dict[str, Any], context: Any = None
 ) -> str:

@@ -6,12 +6,11 @@ cannot trim pinned intent), so it is refused as a usage error that names the lim
 and nothing is written. The limit is JEV_CONTEXT_BYTES minus a fixed reserve: the route
 question and the built-in tool list (MCP tools come on top at routing time), the session's
 other pinned intent (earlier requests, the previous answer) and room for the status lines a
-run adds. Lone surrogates (not representable in UTF-8) become U+FFFD, as ACP prompts do.
+run adds. Lone surrogates (not representable in UTF-8) are cleaned first (protocol/text.py `clean`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 
 from kernel.context.policy import JEV_MAX_BYTES, ContextPolicy, pinned_text
@@ -22,13 +21,7 @@ from protocol.codec import make_event
 from protocol.events import Event, UserData
 
 STATUS_ROOM = 1536  # bytes kept for the status lines (two rows and the last run end)
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 PROBE_ID = "0" * 32
-
-
-def clean(prompt: str) -> str:
-    """The request text as it can be recorded: lone surrogates replaced by U+FFFD."""
-    return LONE_SURROGATE.sub("\ufffd", prompt)
 
 
 def route_reserve() -> int:

@@ -32,6 +32,7 @@ from kernel.store import pending
 from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
 from protocol.events import CleanupWarningData, RunStartedData, UserData
 from protocol.messages import Message
+from protocol.text import clean
 
 if TYPE_CHECKING:
     from kernel.store.session import Session
@@ -116,7 +117,7 @@ class Agent:
             if replay is not None:
                 return replay
         else:
-            prompt = admit.clean(prompt)
+            prompt = clean(prompt)
             admit.check(self.policy, self.session.events, prompt)  # before anything is written
         if not self.session.workspace.is_dir():
             raise StorageError(

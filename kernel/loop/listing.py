@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from protocol.text import shown_name
+from protocol.text import clean
 
 LISTING_LIMIT = 200
 SKIP_DIRS = {".git", ".venv", "venv", "node_modules", "__pycache__", ".jmp", ".mypy_cache"}
@@ -29,7 +29,7 @@ def workspace_listing(root: Path, limit: int = LISTING_LIMIT) -> tuple[list[str]
             is_dir = entry.is_dir(follow_symlinks=False)
             if len(found) >= limit:
                 return found, True
-            shown = shown_name(rel)  # a name that is not UTF-8 is shown escaped (\\xNN)
+            shown = clean(rel)  # a name that is not UTF-8 is shown escaped (\\xNN)
             found.append(shown + "/" if is_dir else shown)
             if is_dir:
                 queue.append(Path(entry.path))

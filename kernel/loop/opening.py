@@ -109,9 +109,10 @@ def _admit(prompt: str, settings: Settings) -> None:
     """A first request that can never fit the router's budget: refused before the session."""
     from kernel.context.policy import ContextPolicy
     from kernel.loop import admit
+    from protocol.text import clean
 
     policy = ContextPolicy.from_settings(settings.jev_context_bytes, settings.flash_context_bytes)
-    admit.check(policy, [], admit.clean(prompt))
+    admit.check(policy, [], clean(prompt))
 
 
 def _build(

@@ -22,7 +22,7 @@ from kernel.errors import ArtifactRefused
 from kernel.store.durable import fsync_dir, write_at, write_renamed
 from kernel.store.guard import open_nofollow, read_nofollow, storage_error
 from kernel.store.redact import Redactor
-from protocol.text import scrubbed, shown_name
+from protocol.text import clean, cleaned
 
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,199}")
 _json = msgspec.json.Encoder()
@@ -70,17 +70,17 @@ class Artifacts:
 
     def write_json(self, name: str, obj: Any) -> str:
         """Store obj as indented JSON; returns the relative path (see the module docstring)."""
-        clean = self.redactor.value(msgspec.to_builtins(obj))
+        redacted = self.redactor.value(msgspec.to_builtins(obj))
         try:
-            encoded = _json.encode(clean)
+            encoded = _json.encode(redacted)
         except UnicodeEncodeError:  # a lone surrogate: escaped, never a failed run
-            encoded = _json.encode(scrubbed(clean))
+            encoded = _json.encode(cleaned(redacted))
         data = msgspec.json.format(encoded, indent=2) + b"\n"
         return self._write(name, data)
 
     def write_text(self, name: str, text: str) -> str:
         """Store text; returns the relative path (see the module docstring)."""
-        data = shown_name(self.redactor.text(text)).encode("utf-8")
+        data = clean(self.redactor.text(text)).encode("utf-8")
         rel = self._write(name, data)
         if len(data) <= CACHE_ENTRY_CHARS:
             self._texts.put(rel, as_read(data))

@@ -40,6 +40,7 @@ from protocol.harness import (
     WriteReport,
 )
 from protocol.messages import Msg
+from protocol.redact import redact
 from workers.base import RequestFailed
 from workers.harness.script import (
     camofox_providers,
@@ -48,7 +49,6 @@ from workers.harness.script import (
     receipt_of,
     tool_info,
 )
-from workers.redact import redact
 
 
 class HarnessHandler:

@@ -25,8 +25,8 @@ if TYPE_CHECKING:  # OpenHands' package init pulls in litellm (seconds): loaded 
 
 from protocol.mcp_config import ServerConfig, parse_servers, server_secrets
 from protocol.messages import ToolSpec
+from protocol.redact import redact
 from workers.mcp import launch, results
-from workers.redact import redact
 
 TOOL_LIMIT = 250  # CONTRACT 10: advertised tools, the `recall` built-in included
 MAX_MCP_TOOLS = TOOL_LIMIT - 1

@@ -23,7 +23,7 @@ from openhands.tools.file_editor.editor import FileEditor
 from openhands.tools.file_editor.impl import FileEditorExecutor
 from openhands.tools.file_editor.utils.history import FileHistoryManager
 
-from protocol.text import shown_name
+from protocol.text import clean
 
 
 class WorkspaceEditor(FileEditor):
@@ -31,7 +31,7 @@ class WorkspaceEditor(FileEditor):
 
     def _format_directory_entry(self, root: Path, entry: Path) -> str:
         relative = "" if entry == root else "/" + entry.relative_to(root).as_posix()
-        display = shown_name(root.as_posix() + relative)
+        display = clean(root.as_posix() + relative)
         if entry != root and entry.is_symlink():
             return f"{display}@"  # a link, not followed (its target may be anywhere)
         return f"{display}/" if entry.is_dir() else display
