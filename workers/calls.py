@@ -1,4 +1,4 @@
-"""Blocking vendor calls made cancellable (secret scrubbing is workers/redact.py).
+"""Blocking vendor calls made cancellable (secret scrubbing is protocol/redact.py).
 
 A vendor SDK call cannot be interrupted from outside, so it runs on a daemon thread and the
 handler waits in short slices, checking the cancel event: a cancel answers within POLL_S even if
