@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 from jev_harness.model import OfferError, Option, Outcome, Parameter, Selection, Tool, Toolkit
 from jev_harness.observation import canonical, fit_observation
 from jev_harness.text import clean, clip
-from protocol.redact import Redactor
-from protocol.secrets import MIN_SECRET_CHARS
+from protocol.redact import Redactor, refuse_short
 
 if TYPE_CHECKING:
     from jev_harness.evidence_store import EvidenceStore
@@ -76,7 +75,7 @@ class Task:
 
         `redact` is the worker's redactor; `secrets` are values replaced by [REDACTED] (on top
         of `redact`, with the token formats: protocol/redact.py). Both apply to observations and
-        to the report. A secret shorter than MIN_SECRET_CHARS is refused (ValueError): the one
+        to the report. A secret too short for its rule is refused (ValueError): the one
         redactor would not replace it, and it must not pass unredacted.
         """
         self.goal = clean(goal)
@@ -84,12 +83,7 @@ class Task:
         if redact is not None:
             self.redact = redact
         known = [s for s in secrets if isinstance(s, str) and s]
-        short = sum(len(s.strip()) < MIN_SECRET_CHARS for s in known)
-        if short:
-            raise ValueError(
-                f"{short} of the secrets given is shorter than {MIN_SECRET_CHARS} characters: "
-                "too short to redact without redacting ordinary words"
-            )
+        refuse_short(known)
         if known:
             inner, given = self.redact, Redactor(known)
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from protocol.secrets import MIN_SECRET_CHARS, REDACTED, TOKEN_PATTERNS
 
-__all__ = ["REDACTED", "Redactor", "redact"]
+__all__ = ["REDACTED", "Redactor", "redact", "refuse_short"]
 
 _TOKENS = "|".join(TOKEN_PATTERNS)
 
@@ -60,6 +60,17 @@ class Redactor:
         if isinstance(obj, tuple):
             return tuple(self.value(v) for v in obj)
         return obj
+
+
+def refuse_short(secrets: Iterable[str]) -> None:
+    """ValueError when a non-empty one of `secrets` is too short for the rule, which would pass
+    it unredacted: for secrets given by name (a task's), where a refusal beats a silent leak."""
+    short = sum(bool(s) and len(s.strip()) < MIN_SECRET_CHARS for s in secrets)
+    if short:
+        raise ValueError(
+            f"{short} of the secrets given is shorter than {MIN_SECRET_CHARS} characters: "
+            "too short to redact without redacting ordinary words"
+        )
 
 
 def redact(text: str, *secrets: str | Iterable[str]) -> str:
