@@ -1,8 +1,7 @@
-"""`jmp --list` output: one `sessions` JSON line, or a table. Stdlib only, for a fast start."""
+"""`jmp --list` output: one `sessions` JSON line, or a table. Little imported, for a fast start."""
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -12,16 +11,13 @@ from kernel.store.catalog import SessionInfo
 
 
 def sessions_line(infos: list[SessionInfo]) -> str:
-    """The single JSON line `--list --json` prints (the contract's shape, nothing added)."""
-    message = {
-        "version": 1,
-        "session_id": None,
-        "seq": None,
-        "time": time.time(),
-        "kind": "sessions",
-        "data": {"sessions": [info.to_dict() for info in infos]},
-    }
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
+    """The single JSON line `--list --json` prints (the contract's shape, nothing added),
+    through the front ends' one writer (kernel/display.py `json_line`)."""
+    from kernel.display import json_line
+    from kernel.store.redact import Redactor, environment_secrets
+
+    sessions = [info.to_dict() for info in infos]
+    return json_line("sessions", {"sessions": sessions}, Redactor(environment_secrets()))
 
 
 def table(infos: list[SessionInfo]) -> str:

@@ -13,7 +13,6 @@ second, and the newest lines of its output). Into a pipe or a file none of that 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -22,8 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from cli.render import closing, fit, render, running
-from kernel.display import terminal_safe
-from kernel.store.catalog import is_session_id
+from kernel.display import json_line, shown_result, terminal_safe
 from kernel.store.redact import Redactor, environment_secrets
 
 if TYPE_CHECKING:
@@ -154,24 +152,11 @@ class Printer:
     def result(self, data: dict[str, Any]) -> None:
         """The last line: `{"kind":"result",...}` with --json, else a one-line outcome."""
         with self._lock:
-            sid = data.get("session_id")
-            # An id that is not a session id is never echoed (`--session ../../etc/passwd`).
-            data = {
-                **data,
-                "session_id": sid if isinstance(sid, str) and is_session_id(sid) else None,
-            }
-            data = self.redactor.value(data)
-            if self.json:
-                message = {
-                    "version": 1,
-                    "session_id": data["session_id"],
-                    "seq": None,
-                    "time": time.time(),
-                    "kind": "result",
-                    "data": data,
-                }
-                self._write(json.dumps(message, ensure_ascii=False, separators=(",", ":")) + "\n")
-            elif data.get("session_id") and (data.get("status") != "error" or self._seen_session):
+            if self.json:  # the one writer of the line (kernel/display.py)
+                self._write(json_line("result", data, self.redactor) + "\n")
+                return
+            data = shown_result(data, self.redactor)  # an id that is none is never echoed
+            if data.get("session_id") and (data.get("status") != "error" or self._seen_session):
                 # An error before the session was reached (a usage error, a busy lock) has
                 # its one line on stderr, which names the next step.
                 if not self._final_shown and data.get("summary") and data["status"] != "error":

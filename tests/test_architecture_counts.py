@@ -134,3 +134,20 @@ def test_one_cleaning_of_lone_surrogates() -> None:
         and "backslashreplace" in [a.value for a in node.args if isinstance(a, ast.Constant)]
     )
     assert escaping == [], escaping
+
+
+def test_one_writer_of_the_result_line() -> None:
+    """The `result` and `sessions` lines are a protocol struct (protocol/results.py `Line`) that
+    one writer builds (kernel/display.py `json_line`: redacted, the id checked, terminal-safe);
+    no printer spells the envelope by hand (a dict with `kind` and `seq`)."""
+    sources = _sources()
+    found = constructors(sources, {"Line"})
+    assert {name: sorted(paths) for name, paths in found.items()} == {"Line": ["kernel/display.py"]}
+    by_hand = sorted(
+        path
+        for path, tree in sources.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Dict)
+        and {"kind", "seq"} <= {k.value for k in node.keys if isinstance(k, ast.Constant)}
+    )
+    assert by_hand == [], by_hand

@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 import sys
 import threading
-import time
 from typing import Any, TextIO
 
-from kernel.display import terminal_safe
+from kernel.display import json_line, json_text, shown_result, terminal_safe
 from kernel.store.redact import Redactor, environment_secrets
 
 PREVIEW = 160
@@ -56,17 +55,17 @@ class Output:
             self._write(line + "\n")
 
     def result(self, data: dict[str, Any]) -> None:
-        if self.json:
-            data = self.redactor.value(data)
-            self._write(_message("result", data.get("session_id"), data) + "\n")
+        if self.json:  # the one writer of the line (kernel/display.py)
+            self._write(json_line("result", data, self.redactor) + "\n")
             return
+        data = shown_result(data, self.redactor)
         self._write(f"[{data.get('status')}] session {data.get('session_id')}\n")
         if data.get("artifact"):
             self._write(f"receipt: {json.dumps(data['artifact'], ensure_ascii=False)}\n")
 
     def verdict(self, verdict: dict[str, Any]) -> None:
         if self.json:
-            self._write(json.dumps(self.redactor.value(verdict), ensure_ascii=False) + "\n")
+            self._write(json_text(verdict, self.redactor) + "\n")
             return
         tools = ", ".join(t.get("name", "?") for t in verdict.get("tools", []))
         head = "sound" if verdict.get("ok") else "not sound"
@@ -79,7 +78,7 @@ class Output:
 
     def report(self, report: dict[str, Any]) -> None:
         if self.json:
-            self._write(json.dumps(self.redactor.value(report), ensure_ascii=False) + "\n")
+            self._write(json_text(report, self.redactor) + "\n")
             return
         lines = [f"session {report['session_id']}: {report['status']}", report["summary"]]
         if report.get("artifact"):
@@ -108,20 +107,8 @@ class Output:
                 "session_dir": None,
                 "artifact": None,
             }
-            self._write(_message("result", self.session_id, self.redactor.value(data)) + "\n")
+            self.result(data)
         return 2
-
-
-def _message(kind: str, session_id: str | None, data: dict[str, Any]) -> str:
-    message = {
-        "version": 1,
-        "session_id": session_id,
-        "seq": None,
-        "time": time.time(),
-        "kind": kind,
-        "data": data,
-    }
-    return json.dumps(message, ensure_ascii=False, separators=(",", ":"))
 
 
 def render(event: Any) -> str | None:
