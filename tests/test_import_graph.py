@@ -245,12 +245,32 @@ def _is_front_end(name: str) -> bool:
     return any(name == f or name.startswith(f + ".") for f in HARNESS_FRONT_ENDS)
 
 
+# The shared leaf: pure functions over str and their vocabulary (the one redactor, the one
+# cleaning of lone surrogates), stdlib only, so that the kernel, the workers and the jev_harness
+# library all use the same ones (issue 22: one redactor, one rule set, one cleaning).
+SHARED_LEAF = {"protocol.redact", "protocol.secrets", "protocol.text"}
+
+
+def test_the_shared_leaf_imports_the_stdlib_only() -> None:
+    known = _modules()
+    bad = {
+        f"{name} -> {top}"
+        for name in SHARED_LEAF
+        for top in _top_level_imports(known[name])
+        if top not in sys.stdlib_module_names and top != "protocol"
+    }
+    bad |= {f"{n} -> {t}" for n in SHARED_LEAF for t in graph()[n] if t not in SHARED_LEAF}
+    assert not bad, sorted(bad)
+
+
 def test_the_harness_library_imports_the_stdlib_only() -> None:
-    """The jev_harness library never imports kernel/, workers/, protocol/ or a vendor SDK: a
-    task script that imports it loads nothing of the agent (lxml for HTML is the one other)."""
+    """The jev_harness library never imports kernel/, workers/, protocol/ (but its shared leaf)
+    or a vendor SDK: a task script that imports it loads nothing of the agent (lxml for HTML is
+    the one other)."""
     library = {n: p for n, p in _modules().items() if n.startswith("jev_harness")}
     library = {n: p for n, p in library.items() if not _is_front_end(n)}
     assert {"jev_harness", "jev_harness.task", "jev_harness.web.html"} <= set(library)
+    edges = graph()
     bad = {
         f"{name} -> {top}"
         for name, path in library.items()
@@ -258,8 +278,13 @@ def test_the_harness_library_imports_the_stdlib_only() -> None:
         if top not in sys.stdlib_module_names
         and top != "jev_harness"
         and top not in HARNESS_LIBRARY_MAY_IMPORT.get(name, set())
+        and not (top == "protocol" and not _protocol_beyond_leaf(edges[name]))
     }
     assert not bad, sorted(bad)
+
+
+def _protocol_beyond_leaf(targets: set[str]) -> set[str]:
+    return {t for t in targets if t.split(".")[0] == "protocol" and t not in SHARED_LEAF}
 
 
 def test_the_harness_library_imports_none_of_its_front_ends() -> None:

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from cli.printer import Printer
-from jev_harness.output import Output
+from jev_harness.cli.output import Output
 from kernel.store.redact import Redactor
 
 KEY = "result-line-key-123456"
