@@ -11,6 +11,8 @@ line: protocol/results.py `Line`), for the CLI, `jmp --list` and jev-harness ali
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import re
 import time
 from collections.abc import Mapping
@@ -41,14 +43,15 @@ def _json_escape(match: re.Match[str]) -> str:
 
 
 def json_text(value: Any, redactor: Redactor) -> str:
-    """`value` (builtins, or a msgspec struct) as one line of compact JSON: every string
-    redacted and cleaned (protocol/text.py), non-ASCII kept, and every character that could act
-    on a terminal written as a JSON escape, so the line decodes to the same value and is inert
-    even on a terminal."""
-    import msgspec  # not at import: `jmp --list` and usage errors start without it
-
-    data = cleaned(redactor.value(msgspec.to_builtins(value)))
-    return _UNSAFE.sub(_json_escape, msgspec.json.encode(data).decode("utf-8"))
+    """`value` (builtins, or a protocol/lines.py `Line`) as one line of compact JSON: every
+    string redacted and cleaned (protocol/text.py), non-ASCII kept, and every character that
+    could act on a terminal written as a JSON escape, so the line decodes to the same value and
+    is inert even on a terminal. Stdlib json: `jmp --list` starts without msgspec."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        value = dataclasses.asdict(value)
+    data = cleaned(redactor.value(value))
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return _UNSAFE.sub(_json_escape, text)
 
 
 def shown_result(data: Mapping[str, Any], redactor: Redactor) -> dict[str, Any]:
@@ -68,7 +71,7 @@ def json_line(
 ) -> str:
     """The one writer of a `result` or `sessions` line (protocol/results.py `Line`), without
     its newline: a result's data through `shown_result`, the whole through `json_text`."""
-    from protocol.results import Line
+    from protocol.lines import Line
 
     body = shown_result(data, redactor) if kind == "result" else dict(data)
     line = Line(session_id=body.get("session_id"), time=time.time(), kind=kind, data=body)

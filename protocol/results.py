@@ -4,12 +4,12 @@ It is the `data` of the `result` line (`jmp --json`, `jev-harness run --json`: C
 section 3, HARNESS.md section 6), what `Agent.run` returns (CONTRACT.md section 4, as a dict)
 and what a harness session's `delegate()`/`close()` and the MCP `run_task` tool return. Built in
 one place (kernel/run/ledger.py), summary redacted; printed by one writer (kernel/display.py
-`json_line`, as the `data` of a `Line`).
+`json_line`, as the `data` of a protocol/lines.py `Line`).
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
@@ -30,17 +30,3 @@ class RunResult(msgspec.Struct, kw_only=True, frozen=True):
         """The plain dict (an unset `artifact` left out) that front ends and callers get."""
         out: dict[str, Any] = msgspec.to_builtins(self)
         return out
-
-
-class Line(msgspec.Struct, kw_only=True, frozen=True):
-    """A line a front end writes on stdout that is no event of a session: the `result` line
-    (`jmp --json`, `jev-harness run --json`: CONTRACT.md section 3, HARNESS.md section 6) and
-    `jmp --list --json`'s `sessions` line. The event envelope's fields, in its order; `seq` is
-    always null. Written by kernel/display.py `json_line` only (redacted, terminal-safe)."""
-
-    version: int = 1
-    session_id: str | None = None
-    seq: None = None
-    time: float
-    kind: Literal["result", "sessions"]
-    data: dict[str, Any]

@@ -16,6 +16,7 @@ from cli.printer import Printer, render
 from kernel.store.event_log import EventLog
 from kernel.store.session import Session
 from protocol.events import FinalData, ModelProgressData, UserData
+from tests.test_import_graph import SHARED_LEAF
 
 ROOT = Path(__file__).resolve().parent.parent
 BASIC = Path(__file__).resolve().parent / "data" / "events" / "v1" / "basic.jsonl"
@@ -156,7 +157,10 @@ def test_list_imports_no_sdk_zmq_or_msgspec(home, session_id):
     assert proc.returncode == 0
     imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines()}
     assert "json" in imported  # the probe works
-    assert not imported & {*VENDOR, "msgspec", "protocol", "host"}
+    assert not imported & {*VENDOR, "msgspec", "host"}
+    loaded = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()}
+    protocol = {name for name in loaded if name.split(".")[0] == "protocol"}
+    assert protocol <= {"protocol", *SHARED_LEAF}, protocol  # stdlib only (test_import_graph)
 
 
 def test_console_script_is_installed(home):

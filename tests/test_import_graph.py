@@ -245,10 +245,11 @@ def _is_front_end(name: str) -> bool:
     return any(name == f or name.startswith(f + ".") for f in HARNESS_FRONT_ENDS)
 
 
-# The shared leaf: pure functions over str and their vocabulary (the one redactor, the one
-# cleaning of lone surrogates), stdlib only, so that the kernel, the workers and the jev_harness
-# library all use the same ones (issue 22: one redactor, one rule set, one cleaning).
-SHARED_LEAF = {"protocol.redact", "protocol.secrets", "protocol.text"}
+# The shared leaf, stdlib only: pure functions over str and their vocabulary (the one redactor,
+# the one cleaning of lone surrogates) and the front ends' own line, so that the kernel, the
+# workers and the jev_harness library use the same ones (issue 22), and `jmp --list` loads no
+# msgspec.
+SHARED_LEAF = {"protocol.lines", "protocol.redact", "protocol.secrets", "protocol.text"}
 
 
 def test_the_shared_leaf_imports_the_stdlib_only() -> None:

@@ -1,0 +1,25 @@
+"""The lines a front end writes on stdout that are no event of a session: a protocol type.
+
+The `result` line (`jmp --json`, `jev-harness run --json`: CONTRACT.md section 3, HARNESS.md
+section 6) and `jmp --list --json`'s `sessions` line carry the event envelope's fields in its
+order, `seq` always null. Written by kernel/display.py `json_line` alone (redacted, the id
+checked, terminal-safe). A stdlib dataclass (the shared leaf: `jmp --list` loads no msgspec).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+
+@dataclass(frozen=True, kw_only=True)
+class Line:
+    """One front-end line; `data` is a run's result (protocol/results.py RunResult as a dict)
+    for `result`, `{"sessions": [...]}` for `sessions`."""
+
+    version: int = 1
+    session_id: str | None = None
+    seq: None = None
+    time: float
+    kind: Literal["result", "sessions"]
+    data: dict[str, Any]
