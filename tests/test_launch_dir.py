@@ -183,7 +183,7 @@ def test_the_pool_started_from_the_launch_dir_imports_nothing_from_it(short_tmp:
 @pytest.mark.parametrize("module", ["jmp_lab.chaos", "bench.coldstart", "workers.pool"])
 def test_the_dev_tools_import_nothing_from_the_launch_dir(short_tmp: Path, module: str) -> None:
     """`python -m jmp_lab.chaos --help` and the like (the demo runs from a planted directory in
-    tests/test_demo.py): their package's guard takes the launch dir off sys.path. `bench` is
+    tests/jmp_lab/test_demo.py): their package's guard takes the launch dir off sys.path. `bench` is
     no installed package, it runs from a checkout: PYTHONPATH names it."""
     launch, witness = short_tmp / "launch", short_tmp / "witness"
     plant(launch, witness, skip=(module.partition(".")[0],))

@@ -1,7 +1,7 @@
 """Issue 20 item 1: every jmp process that holds a key is non-dumpable before its first child
 exists, on every front end: `jmp --acp` waiting for its first session, `jev-harness
 check-task` (whose probe, running the script's import-time code, is its child), the Python
-API once it has read its settings; workers, warm and cold (tests/test_warm_pool.py,
+API once it has read its settings; workers, warm and cold (tests/workers/test_warm_pool.py,
 tests/test_secrets_reach.py).
 
 Root ignores the flag, so each process runs as root without capabilities (setpriv), as an

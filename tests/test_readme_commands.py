@@ -30,13 +30,13 @@ from tests.support.cli import FLASH_KEY, JEV_KEY, ROOT
 DOCS = ("README.md", "docs/JMP.md", "docs/JEV-HARNESS.md", "docs/EDITORS.md", "docs/RESILIENCE.md")
 PROGRAMS = ("make", "jmp", "python", "jev-harness", "jmp-demo", "jmp-chaos", "uv", "export")
 PROGRAMS += ("mkdir", "jev-harness-mcp")
-CHAOS = "tests/test_chaos.py"
+CHAOS = "tests/jmp_lab/test_chaos.py"
 SEEDS = "tests/test_seed_examples.py"  # the seeds' commands, word for word
 WHERE = {
     "uv tool install --compile-bytecode /path/to/jmp": "tests/test_install.py",
     "jmp --version": "run",
-    "jmp-demo": "tests/test_demo.py",
-    "jmp-demo_": "tests/test_demo.py",
+    "jmp-demo": "tests/jmp_lab/test_demo.py",
+    "jmp-demo_": "tests/jmp_lab/test_demo.py",
     "make install": "the environment running this suite",
     "make test": "this suite",
     "export TYPESAFE_API_KEY=...": "run",

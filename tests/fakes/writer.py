@@ -46,9 +46,9 @@ def record(n: int) -> ToolStartedData:
     return ToolStartedData(
         call_id=f"call-{n:06d}",
         tool="bash",
-        target="pytest -q tests/test_session.py -k 'lock and not slow' --maxfail=1",
+        target="pytest -q tests/kernel/test_session.py -k 'lock and not slow' --maxfail=1",
         request=f"artifacts/call-{n:06d}-request.json",
-        arguments='{"command": "pytest -q tests/test_session.py -k \'lock and not slow\' '
+        arguments='{"command": "pytest -q tests/kernel/test_session.py -k \'lock and not slow\' '
         '--maxfail=1", "is_input": false, "timeout": 120.0}' + " " * 80,
     )
 

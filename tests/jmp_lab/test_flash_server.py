@@ -17,7 +17,7 @@ import pytest
 from jmp_lab.servers.flash import FlashServer
 from jmp_lab.servers.flash_reply import minimal_value
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = {
     "type": "object",
     "properties": {

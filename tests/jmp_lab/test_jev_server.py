@@ -15,7 +15,7 @@ import pytest
 
 from jmp_lab.servers.jev import JevServer, choice_confidence
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 JEVCOMPAT = Path(sys.executable).parent / "jevcompat"
 OPTIONS = {"read": "look at a file", "edit": "change a file", "done": "finish"}
 

@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 # Infrastructure the kernel may load, and why. Anything else (a vendor SDK) fails the test.
 ALLOWED = {
     "msgspec": "log records and wire frames",

@@ -11,7 +11,7 @@ from pathlib import Path
 from kernel.supervision.proctree import TreeRecord
 from tests.support.workers import pid_running, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _start_ticks(pid: int) -> int:

@@ -14,8 +14,8 @@ from protocol.codec import UnsupportedVersion, decode_event, encode_event
 from protocol.docgen import generate
 from protocol.events import DATA_TYPES, TRANSIENT_KINDS
 
-ROOT = Path(__file__).resolve().parent.parent
-DATA = Path(__file__).resolve().parent / "data" / "events" / "v1"
+ROOT = Path(__file__).resolve().parents[2]
+DATA = Path(__file__).resolve().parents[1] / "data" / "events" / "v1"
 
 
 def test_events_md_is_generated_from_the_code():

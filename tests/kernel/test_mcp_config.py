@@ -169,7 +169,7 @@ def test_kernel_module_imports_no_vendor_sdk() -> None:
         " if m in sys.modules]\n"
         "print(bad)"
     )
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"

@@ -21,7 +21,7 @@ from kernel.supervision.supervisor import Cancelled, Worker, WorkerDied, WorkerF
 from protocol.messages import ListTools, Progress, RunTool, ToolList, ToolResult
 from tests.support.workers import close_within, fake_worker, live_with, pid_running, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HUNG_S = 3.0  # the hung-worker bound in the test of it (the kernel's table says 10 s)
 
 

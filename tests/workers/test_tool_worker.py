@@ -24,7 +24,7 @@ from kernel.supervision.tools import Tools
 from tests.support.warm import suite_pool
 from tests.support.workers import close_within, live_with, pid_running, wait_until
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _tools(base: Path) -> Tools:

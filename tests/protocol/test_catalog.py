@@ -10,7 +10,7 @@ from kernel.context.state import Call, invalidate_for_action
 from kernel.loop import prompts
 from protocol import catalog
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_router_options_are_the_catalog_descriptions() -> None:

@@ -29,7 +29,7 @@ from workers.mcp.toolset import (
 )
 
 FAKE = MCP_SERVER
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def fake(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
