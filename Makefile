@@ -14,7 +14,7 @@ CODE := cli kernel protocol host workers acp_server jev_harness apixly_jev_harne
 
 .PHONY: install test test-install wheelhouse bench chaos lint fmt type check demo docs clean
 
-# The power-cut simulator (README "Resilience") needs libfuse 3 and fusermount3: installed here
+# The power-cut simulator (docs/RESILIENCE.md) needs libfuse 3 and fusermount3: installed here
 # when missing and we are root with apt-get; else its tests skip and say why.
 FUSE3 := command -v fusermount3 >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	{ DEBIAN_FRONTEND=noninteractive apt-get install -y -q fuse3 >/dev/null 2>&1 || \
@@ -51,7 +51,7 @@ test-install:
 bench:
 	$(PY) -m bench
 
-# Random SIGKILLs, power cuts and faults against jmp, invariants checked (README "Resilience").
+# Random SIGKILLs, power cuts and faults against jmp, invariants checked (docs/RESILIENCE.md).
 # Short iterations aimed at kill points (--quick), CHAOS_LANES at a time, none started after
 # CHAOS_MINUTES (~60 min in all, the issue-21 campaign: 1,000 kills and 300 cuts are its
 # goal); every other one a power iteration (CHAOS_POWER=mix; =only, or =off where FUSE cannot

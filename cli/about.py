@@ -38,7 +38,7 @@ def epilog() -> str:
             f'  JMP_MCP_CONFIG     MCP servers ({{"mcpServers": {{...}}}}); now {mcp}',
             "  JMP_WARM=0         no warm worker pool (every worker starts cold)",
             "  and JEV_CONTEXT_BYTES, FLASH_CONTEXT_BYTES, JEV_ROUTE_FLOOR, JEV_ARGUMENT_OFFLOAD,",
-            "  JMP_BASH_TIMEOUT_S, JMP_BASH_OUTPUT_BYTES (README, Configuration)",
+            "  JMP_BASH_TIMEOUT_S, JMP_BASH_OUTPUT_BYTES (docs/JMP.md, Environment)",
             "",
             *_where(kind()),
         ]

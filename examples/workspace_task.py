@@ -11,7 +11,7 @@ passage to quote are Jev's choices among what the run has seen. Run it with:
     --inputs '{"root": "proj", "queries": ["codename"], "markers": {"codename": "ORCA"},
                "output": "r.json"}'
 
-where `proj` is a directory of yours (README, "jev-harness" makes one to try it on).
+where `proj` is a directory of yours (docs/JEV-HARNESS.md, "Commands", makes one to try it on).
 """
 
 from __future__ import annotations

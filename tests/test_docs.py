@@ -79,3 +79,23 @@ def test_every_relative_link_of_a_current_doc_lands() -> None:
             if not (base / target).exists():
                 broken.append((doc, target))
     assert not broken, f"links to files that do not exist: {broken}"
+
+
+PRODUCT = ("cli", "acp_server", "kernel", "workers", "protocol", "host", "jev_harness", "jmp_lab")
+PRODUCT += ("apixly_jev_harness",)
+
+
+def test_the_readme_map_names_every_folder_of_the_tree_and_no_other() -> None:
+    text = (ROOT / "README.md").read_text()
+    rows = {
+        m[0]: m[1]
+        for m in re.findall(r"^\| `([a-z_]+)/` \| (.*) \|$", text.split("## The map", 1)[1], re.M)
+    }
+    wrong = []
+    for top in PRODUCT:
+        subs = {p.parent.name for p in (ROOT / top).glob("*/__init__.py")}
+        named = set(re.findall(r"`([a-z_]+)/`", rows.get(top, "")))
+        wrong += [f"{top}/ (no row)"] * (top not in rows)
+        wrong += [f"{top}/{s}/ (not named)" for s in sorted(subs - named)]
+        wrong += [f"{top}/{s}/ (no such folder)" for s in sorted(named - subs)]
+    assert not wrong, f"README's map and the tree differ: {wrong}"

@@ -36,7 +36,6 @@ WHERE = {
     "uv tool install --compile-bytecode /path/to/jmp": "tests/test_install.py",
     "jmp --version": "run",
     "jmp-demo": "tests/jmp_lab/test_demo.py",
-    "jmp-demo_": "tests/jmp_lab/test_demo.py",
     "make install": "the environment running this suite",
     "make test": "this suite",
     "export TYPESAFE_API_KEY=...": "run",
@@ -44,6 +43,17 @@ WHERE = {
     'jmp --workspace ~/src/project "add a --verbose flag to cli.py and run the tests"': "run",
     'jmp --session <id> "now update the README"': "run",
     "jmp --list": "run",
+    'jmp [--json] [--workspace PATH] [--no-mcp] "task"': "synopsis",
+    'jmp [--json] --session ID ["follow-up"] [--compact] [--ack-interrupted]': "synopsis",
+    "jmp --list [--json]": "synopsis",
+    "jmp --acp": "synopsis",
+    "jev-harness run FILE --goal TEXT --inputs JSON [--max-steps N] [--timeout S] [--json]": (
+        "synopsis"
+    ),
+    "jev-harness inspect SESSION_ID [--json]": "synopsis",
+    "jev-harness-mcp SCRIPT --goal TEXT --inputs JSON [--direct-only] [--archive FILE]": (
+        "synopsis"
+    ),
     'python main.py --json [--workspace PATH] [--no-mcp] "task"': "synopsis",
     'python main.py --json --session ID "follow-up"': "synopsis",
     "python main.py --json --session ID": "synopsis",
@@ -59,7 +69,6 @@ WHERE = {
     " proj/docs/notes.md": "run",
     'jev-harness check-task examples/workspace_task.py --inputs \'{"root": "proj",'
     ' "queries": ["codename"], "markers": {"codename": "ORCA-7"}, "output": "r.json"}\'': "run",
-    "export TYPESAFE_API_KEY=..._": "run",
     'jev-harness run examples/workspace_task.py --goal "Find the release codename" --inputs'
     ' \'{"root": "proj", "queries": ["codename"], "markers": {"codename": "ORCA-7"},'
     ' "output": "r.json"}\'': "run",

@@ -3,7 +3,7 @@
 A pool dir must be a real directory of ours with mode 0700. The process listening on the pool
 socket must be a jmp pool of ours for this directory and confinement view, as far as the
 kernel can tell; anything else gets nothing and the kernel spawns cold. A process of our own
-user that sets out to pass these checks can (README, "Secrets and the shell").
+user that sets out to pass these checks can (docs/JMP.md, "Secrets and the shell").
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def listener_problem(sock: socket.socket) -> str:
     (SO_PEERCRED), carry the pool's title for this dir and view, run our interpreter (when its
     /proc entry lets us see: root, or a dumpable process) and, for a user other than root, be
     non-dumpable as a jmp pool is. A process of our own user that sets out to pass these can
-    (README, "Secrets and the shell"); anything else cannot."""
+    (docs/JMP.md, "Secrets and the shell"); anything else cannot."""
     creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i"))
     pid, uid, _gid = struct.unpack("3i", creds)
     if uid != os.getuid():

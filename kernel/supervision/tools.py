@@ -48,7 +48,7 @@ class Tools:
         self.workspace = Path(workspace).resolve()
         self.terminal_dir = Path(terminal_dir)
         # SESSIONS/ID/terminal: the file tools stay out of SESSIONS (issue 9, item 7). The
-        # shell cannot be kept out (see README: bash is an unconfined shell).
+        # shell cannot be kept out (see docs/JMP.md: bash is an unconfined shell).
         self.sessions_dir = Path(sessions_dir or self.terminal_dir.parent.parent)
         self.servers = servers
         self.failed_servers: dict[str, str] = {}

@@ -230,7 +230,7 @@ def test_an_overlong_line_is_answered_with_its_id_or_ends_our_request() -> None:
     from acp_server.frames import Refused, overlong
     from acp_server.wire import MAX_LINE_BYTES
 
-    assert MAX_LINE_BYTES == 16 * 1024 * 1024  # README "Use from an editor" says 16 MiB
+    assert MAX_LINE_BYTES == 16 * 1024 * 1024  # docs/EDITORS.md says 16 MiB
 
     def reply_id(head: bytes) -> object:
         verdict = overlong(head, 100)

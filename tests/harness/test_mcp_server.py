@@ -236,11 +236,11 @@ def test_a_server_that_cannot_start_names_why_and_exits_2(
 
 
 def readme_config(cli: HarnessCli) -> tuple[str, list[str], dict[str, str]]:
-    """The README's `mcpServers` snippet with its /home/me paths pointed at this test: the
+    """docs/JEV-HARNESS.md's `mcpServers` snippet with its /home/me paths pointed at this test: the
     console script of this venv, the example of this checkout."""
     from tests.harness.helpers import ROOT
 
-    text = (ROOT / "README.md").read_text()
+    text = (ROOT / "docs" / "JEV-HARNESS.md").read_text()
     blocks = [b.split("```")[0] for b in text.split("```json")[1:]]
     block = next(b for b in blocks if "jev-harness-mcp" in b)
     (entry,) = json.loads(block)["mcpServers"].values()

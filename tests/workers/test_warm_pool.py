@@ -621,7 +621,7 @@ def test_a_kernel_sends_nothing_to_a_pool_socket_that_is_not_a_jmp_pool(
 def test_an_impostor_that_passes_every_check_gets_no_key_in_the_request_and_its_text_is_inert(
     short_tmp: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Issue 20 item 3(a): what README "Secrets and the shell" says a same-user impostor gets.
+    """Issue 20 item 3(a): what docs/JMP.md "Secrets and the shell" says a same-user impostor gets.
     A process of ours set on passing the kernel's checks receives the request, which names no
     key, and the worker's environment pipe, which holds that worker's key; what it answers is
     shown inert (terminal escapes escaped) and the kernel spawns cold."""
@@ -639,7 +639,7 @@ def test_an_impostor_that_passes_every_check_gets_no_key_in_the_request_and_its_
         impostor.kill()
         shutil.rmtree(directory, ignore_errors=True)
     assert KEY.encode() not in got["frame"]
-    assert KEY.encode() in got["env"]  # the limit README states
+    assert KEY.encode() in got["env"]  # the limit docs/JMP.md states
     err = capsys.readouterr().err
     assert "busy-7741" in err and "\x1b" not in err and "\x07" not in err
     assert "\\x1b]0;pwned-title\\x07" in err
