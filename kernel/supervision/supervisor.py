@@ -199,11 +199,11 @@ class Worker:
             step = min(0.05, max(0.0, deadline - time.monotonic())) if deadline else 0.05
             msg = self._next(wire, time.monotonic() + step if cancel or deadline else None)
             if msg is not None and getattr(msg, "reply_to", None) == ident:
-                if isinstance(msg, Progress | ToolProgress):
-                    if on_progress is not None:
-                        on_progress(msg)
-                    continue
-                return _unwrap(msg)
+                if not isinstance(msg, Progress | ToolProgress):
+                    return _unwrap(msg)
+                if on_progress is not None:
+                    on_progress(msg)
+            # Checked after progress too: a worker that never stops talking is still stopped.
             if cancel is not None and cancel.is_set():
                 return self._stop(wire, ident, "cancelled")
             if deadline is not None and time.monotonic() >= deadline:

@@ -26,6 +26,7 @@ from protocol.messages import Failed, Heartbeat, Ready
 if TYPE_CHECKING:
     import zmq
 
+_FRAMES_PER_TICK = 256
 _MAX_BAD_LOGS = 5
 
 
@@ -199,7 +200,11 @@ class WireThread:
             if self._wake_r in ready:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._wake_r, 4096)
-            while sock in ready and sock.poll(0):
+            # At most a tick's worth of frames, so a worker that floods the socket cannot
+            # starve what follows: posted requests, the heartbeat, its death, a kill.
+            for _ in range(_FRAMES_PER_TICK if sock in ready else 0):
+                if not sock.poll(0):
+                    break
                 busy = self._receive(sock, proc.pid)
                 if busy is not None:
                     heard_any, last_heard = True, time.monotonic()
