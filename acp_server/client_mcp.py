@@ -3,15 +3,14 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import Any
 
 from acp.schema import AcpMcpServer, HttpMcpServer, McpServerStdio, SseMcpServer
 
 from kernel.errors import ConfigError, UsageError
+from protocol.text import text_problem
 
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 ClientServer = HttpMcpServer | SseMcpServer | AcpMcpServer | McpServerStdio
 
 
@@ -34,16 +33,10 @@ def client_servers(client: Sequence[ClientServer]) -> dict[str, Any]:
 
 def check_text(value: str, field: str, header: bool = False) -> str:
     """value, or a UsageError naming the field when it holds what no path, argument,
-    environment entry (or, for a header, HTTP header) can carry: a NUL, a lone surrogate
-    (JSON can spell one, UTF-8 cannot), a line break in a header."""
-    if "\x00" in value:
-        raise UsageError(f"{field} contains a NUL character, which no path or argument can hold")
-    surrogate = LONE_SURROGATE.search(value)
-    if surrogate is not None:
-        code = f"U+{ord(surrogate.group()):04X}"
-        raise UsageError(f"{field} contains a lone surrogate ({code}), which is not text")
-    if header and ("\r" in value or "\n" in value):
-        raise UsageError(f"{field} contains a line break, which no HTTP header can hold")
+    environment entry (or, for a header, HTTP header) can carry (protocol/text.py)."""
+    problem = text_problem(value, header)
+    if problem is not None:
+        raise UsageError(f"{field} {problem}")
     return value
 
 

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import os
-import sys
-import traceback
-
 from acp import RequestError
 
 from kernel.errors import JmpError, SessionNotFound, UsageError, WorkspaceMismatch
-from kernel.store.redact import Redactor
+from kernel.store.redact import Redactor, debug_traceback
 
 JMP_ERROR = -32001  # a named jmp error (missing key, session in use, ...): see DECISIONS
 NOT_FOUND = -32002  # the ACP spec's "resource not found"
@@ -27,6 +23,5 @@ def as_request_error(exc: BaseException, redactor: Redactor) -> RequestError:
         return RequestError(INVALID_PARAMS, message, data)
     if isinstance(exc, JmpError):
         return RequestError(JMP_ERROR, message, data)
-    if os.environ.get("JMP_DEBUG") == "1":
-        print(redactor.text("".join(traceback.format_exception(exc))), file=sys.stderr)
+    debug_traceback(exc, redactor)
     return RequestError(INTERNAL, f"internal error: {type(exc).__name__}: {message}", data)

@@ -28,6 +28,7 @@ from kernel.store.workspace import check_workspace, utf8_problem
 
 if TYPE_CHECKING:
     from cli.printer import Printer
+    from kernel.store.redact import Redactor
 
 ACK_WITH_COMPACT = (
     "--compact and --ack-interrupted do not combine: acknowledge first "
@@ -210,42 +211,38 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as exc:  # --help and --version
         return exc.code if isinstance(exc.code, int) else 0
     except OSError as exc:  # the environment (storage, permissions), not a bug: say where
-        return _fail(printer or _printer(as_json), _environment(exc), session, "error")
+        printer = printer or _printer(as_json)
+        return _fail(printer, _environment(exc, printer.redactor), session, "error")
     except Exception as exc:  # a bug: still exit 2 with a result line, never a bare traceback
-        return _fail(printer or _printer(as_json), _internal(exc), session, "error")
+        printer = printer or _printer(as_json)
+        return _fail(printer, _internal(exc, printer.redactor), session, "error")
 
 
-def _internal(exc: Exception) -> JmpError:
+def _internal(exc: Exception, redactor: Redactor) -> JmpError:
     """An unexpected exception as a JmpError; its traceback only with JMP_DEBUG=1. A missing
     dependency is no bug: it says how to install jmp."""
     from kernel.config.install import missing_dependency
-    from kernel.store.redact import Redactor
+    from kernel.store.redact import debug_traceback
 
-    if os.environ.get("JMP_DEBUG") == "1":
-        import traceback
-
-        traceback.print_exc()
+    debug_traceback(exc, redactor)
     advice = missing_dependency(exc)
     if advice is not None:
         return JmpError(advice)
-    return JmpError(Redactor().text(f"internal error: {type(exc).__name__}: {exc}"))
+    return JmpError(redactor.text(f"internal error: {type(exc).__name__}: {exc}"))
 
 
-def _environment(exc: OSError) -> JmpError:
+def _environment(exc: OSError, redactor: Redactor) -> JmpError:
     """An OSError no store boundary named: what the system refused, and where."""
     import errno
 
-    from kernel.store.redact import Redactor
+    from kernel.store.redact import debug_traceback
 
-    if os.environ.get("JMP_DEBUG") == "1":
-        import traceback
-
-        traceback.print_exc()
+    debug_traceback(exc, redactor)
     where = " ".join(repr(os.fspath(f)) for f in (exc.filename, exc.filename2) if f is not None)
     code = errno.errorcode.get(exc.errno or 0, type(exc).__name__)
     what = exc.strerror or str(exc)
     return JmpError(
-        Redactor().text(f"environment error: {what} ({code})" + (f" at {where}" if where else ""))
+        redactor.text(f"environment error: {what} ({code})" + (f" at {where}" if where else ""))
     )
 
 

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 import msgspec
 
+from protocol.text import text_problem
+
 __all__ = [
     "InvalidConfig",
     "RemoteServer",
@@ -80,6 +82,7 @@ def parse_servers(document: object) -> dict[str, ServerConfig]:
     servers: dict[str, ServerConfig] = {}
     for name, entry in entries.items():
         where = f"mcpServers.{name}"
+        _string(name, f"mcpServers name {name!r}")
         if not name.strip():
             raise InvalidConfig(f"{where}: server name must not be empty")
         servers[name] = _server(_mapping(entry, where), where)
@@ -114,14 +117,14 @@ def _stdio(entry: dict[str, Any], where: str) -> StdioServer:
     return StdioServer(
         command=command,
         args=[_string(arg, f"{where}.args[{i}]") for i, arg in enumerate(args)],
-        env=_string_map(entry.get("env", {}), f"{where}.env"),
+        env=_environment(entry.get("env", {}), f"{where}.env"),
         cwd=None if cwd is None else _string(cwd, f"{where}.cwd"),
     )
 
 
 def _remote(entry: dict[str, Any], where: str) -> RemoteServer:
     _no_unknown(entry, _REMOTE_FIELDS, where)
-    url = _string(entry["url"], f"{where}.url")
+    url = _string(entry["url"], f"{where}.url", header=True)
     if not url.startswith(("http://", "https://")):
         raise InvalidConfig(f"{where}.url: expected an http:// or https:// URL")
     transport = entry.get("transport", entry.get("type"))
@@ -130,7 +133,7 @@ def _remote(entry: dict[str, Any], where: str) -> RemoteServer:
         raise InvalidConfig(f"{where}.{field}: expected one of {', '.join(_TRANSPORTS)}")
     return RemoteServer(
         url=url,
-        headers=_string_map(entry.get("headers", {}), f"{where}.headers"),
+        headers=_string_map(entry.get("headers", {}), f"{where}.headers", header=True),
         transport=transport,
     )
 
@@ -141,15 +144,31 @@ def _mapping(value: object, where: str) -> dict[str, Any]:
     return value
 
 
-def _string(value: object, where: str) -> str:
+def _string(value: object, where: str, header: bool = False) -> str:
+    """A str that a path, argument, environment entry (header: HTTP header) can hold."""
     if not isinstance(value, str):
         raise InvalidConfig(f"{where}: expected str, got {_kind(value)}")
+    problem = text_problem(value, header)
+    if problem is not None:
+        raise InvalidConfig(f"{where}: {problem}")
     return value
 
 
-def _string_map(value: object, where: str) -> dict[str, str]:
+def _string_map(value: object, where: str, header: bool = False) -> dict[str, str]:
     mapping = _mapping(value, where)
-    return {key: _string(item, f"{where}.{key}") for key, item in mapping.items()}
+    for key in mapping:
+        _string(key, f"{where} name {key!r}", header)
+    return {key: _string(item, f"{where}.{key}", header) for key, item in mapping.items()}
+
+
+def _environment(value: object, where: str) -> dict[str, str]:
+    env = _string_map(value, where)
+    for name in env:
+        if not name or "=" in name:
+            raise InvalidConfig(
+                f"{where}: {name!r} is not an environment variable name (empty, or it holds '=')"
+            )
+    return env
 
 
 def _no_unknown(entry: dict[str, Any], known: frozenset[str], where: str) -> None:

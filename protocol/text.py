@@ -21,6 +21,20 @@ def has_surrogates(text: str) -> bool:
     return _SURROGATE.search(text) is not None
 
 
+def text_problem(value: str, header: bool = False) -> str | None:
+    """What makes `value` unfit for a path, an argument or an environment entry (or, with
+    `header`, an HTTP header), said so it can follow a field's name; None when it is fit: a
+    NUL, a lone surrogate (JSON can spell one, UTF-8 cannot), a line break in a header."""
+    if "\x00" in value:
+        return "contains a NUL character, which no path or argument can hold"
+    surrogate = _SURROGATE.search(value)
+    if surrogate is not None:
+        return f"contains a lone surrogate (U+{ord(surrogate.group()):04X}), which is not text"
+    if header and ("\r" in value or "\n" in value):
+        return "contains a line break, which no HTTP header can hold"
+    return None
+
+
 def clean(text: str) -> str:
     """`text` as UTF-8 can always carry it: the one cleaning of lone surrogates, wherever text
     comes from. One that stands for a byte that was not UTF-8 (surrogateescape's U+DC80-U+DCFF:

@@ -307,6 +307,26 @@ def test_live_view_overwrites_one_progress_line_on_a_terminal(short_tmp):
     )
 
 
+def test_an_mcp_config_no_process_can_take_is_refused_before_a_session(short_tmp):
+    """A NUL or a lone surrogate in the MCP config (JSON spells both) is a clear error naming
+    the file and the field, exit 2, and no session: not a run whose MCP server then fails."""
+    (short_tmp / "ws").mkdir()
+    config = short_tmp / "mcp.json"
+    config.write_text('{"mcpServers": {"fs": {"command": "npx", "args": ["a\\ud800"]}}}')
+    keys = {"TYPESAFE_API_KEY": "k-0123456789", "FLASH_API_KEY": "f-0123456789"}
+    home = short_tmp / "sessions"
+    done = jmp(
+        "--json", "--sessions-dir", str(home), "do it",
+        cwd=short_tmp / "ws", env={**keys, "JMP_MCP_CONFIG": str(config), "JMP_WARM": "0"},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [line["kind"] for line in lines] == ["result"]
+    summary = lines[0]["data"]["summary"]
+    assert f"MCP config {config}: mcpServers.fs.args[0]: contains a lone surrogate" in summary
+    assert not home.exists() or not any(home.iterdir())
+
+
 def test_help_exits_0():
     proc = jmp("--help")
     assert proc.returncode == 0 and "--sessions-dir" in proc.stdout

@@ -119,3 +119,62 @@ def test_one_redactor_on_every_side():
     assert task.redact(f"k=secret-1 {token} 12345") == expected  # token formats too, now
     with pytest.raises(ValueError, match="shorter than 6 characters"):
         Task().configure("goal", secrets=["secret-1", "12345"])  # never passed unredacted
+
+
+# --- JMP_DEBUG=1: a traceback is printed like everything else, redacted and inert ----------
+
+KEY = "tsk-debug-traceback-key-0123456789"
+
+
+def _boom(*_args, **_kwargs):
+    secret_in_a_local = KEY  # noqa: F841 (a frame's source line shows it in the traceback)
+    raise RuntimeError(f"boom with {KEY} and \x1b]0;title\x07")
+
+
+def _check_debug_output(err: str) -> None:
+    assert "Traceback (most recent call last)" in err
+    assert "RuntimeError" in err
+    assert KEY not in err
+    assert REDACTED in err
+    assert "\x1b" not in err and "\\x1b" in err
+
+
+@pytest.fixture
+def debug_with_a_key(monkeypatch):
+    monkeypatch.setenv("JMP_DEBUG", "1")
+    monkeypatch.setenv("TYPESAFE_API_KEY", KEY)
+
+
+def test_the_cli_debug_traceback_is_redacted(debug_with_a_key, monkeypatch, capsys, tmp_path):
+    import cli.main
+    import cli.run
+
+    monkeypatch.setattr(cli.run, "run", _boom)
+    code = cli.main.main(["--json", "--sessions-dir", str(tmp_path), "a task"])
+    assert code == 2
+    out, err = capsys.readouterr()
+    _check_debug_output(err)
+    assert KEY not in out and "internal error: RuntimeError" in out
+
+
+def test_the_harness_cli_debug_traceback_is_redacted(debug_with_a_key, monkeypatch, capsys):
+    import jev_harness.cli.main as harness_main
+
+    monkeypatch.setitem(harness_main.COMMANDS, "run", _boom)
+    code = harness_main.main(["run", "task.py", "--goal", "g", "--inputs", "{}", "--json"])
+    assert code == 2
+    out, err = capsys.readouterr()
+    assert KEY not in out
+    _check_debug_output(err)
+
+
+def test_the_acp_debug_traceback_is_redacted(debug_with_a_key, capsys):
+    from acp_server.errors import as_request_error
+    from kernel.store.redact import environment_secrets
+
+    try:
+        _boom()
+    except RuntimeError as exc:
+        error = as_request_error(exc, Redactor(environment_secrets()))
+    assert KEY not in str(error)
+    _check_debug_output(capsys.readouterr().err)

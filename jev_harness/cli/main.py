@@ -166,10 +166,9 @@ def main(argv: list[str] | None = None) -> int:
 
         if isinstance(exc, JmpError):
             return out.fail(str(exc))
-        if os.environ.get("JMP_DEBUG") == "1":
-            import traceback
+        from kernel.store.redact import debug_traceback
 
-            traceback.print_exc()
+        debug_traceback(exc, out.redactor)
         return out.fail(missing_dependency(exc) or f"internal error: {type(exc).__name__}: {exc}")
 
 

@@ -145,6 +145,17 @@ BROKEN = [
     (server(url="http://h/", transport="ws"), "mcpServers.fs.transport: expected one of"),
     (server(url="http://h/", headers={"A": True}), "mcpServers.fs.headers.A: expected str"),
     (server(url="http://h/", env={}), "mcpServers.fs.env: unknown field"),
+    # What no path, argument, environment entry or header can hold (JSON can spell it all).
+    (server(command="x\x00y"), "mcpServers.fs.command: contains a NUL character"),
+    (server(command="x", args=["a", "\ud800"]), "mcpServers.fs.args[1]: contains a lone surr"),
+    (server(command="x", cwd="/tmp\x00"), "mcpServers.fs.cwd: contains a NUL character"),
+    (server(command="x", env={"K": "v\x00"}), "mcpServers.fs.env.K: contains a NUL character"),
+    (server(command="x", env={"K\udc80": "v"}), "mcpServers.fs.env name 'K\\udc80': contains"),
+    (server(command="x", env={"A=B": "v"}), "'A=B' is not an environment variable name"),
+    (server(command="x", env={"": "v"}), "'' is not an environment variable name"),
+    (server(url="http://h/\nX: y"), "mcpServers.fs.url: contains a line break"),
+    (server(url="http://h/", headers={"A": "b\r\nC: d"}), "headers.A: contains a line break"),
+    ({"mcpServers": {"f\x00s": {"command": "x"}}}, "mcpServers name 'f\\x00s': contains a NUL"),
 ]
 
 
