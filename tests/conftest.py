@@ -52,6 +52,15 @@ def jmp(short_tmp: Path, servers: tuple[Any, Any]) -> Any:
     return Cli(short_tmp, *servers)
 
 
+@pytest.fixture
+def embed_env(monkeypatch: pytest.MonkeyPatch, servers: tuple[Any, Any], short_tmp: Path) -> Path:
+    """For an embedded kernel: model keys and the loopback servers in the environment, and a
+    fresh workspace (returned). tests/support/embed.py builds the Agent."""
+    from tests.support.embed import point_at
+
+    return point_at(monkeypatch, servers, short_tmp)
+
+
 def _distributing(config: pytest.Config) -> bool:
     """This process hands the tests to pytest-xdist workers (`make test`: `-n 2`) and runs
     none itself: each worker is a session of its own, with its own pool."""

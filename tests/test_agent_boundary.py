@@ -15,20 +15,14 @@ import pytest
 import main
 from kernel.errors import SessionLocked
 from protocol.events import Event
+from tests.support.embed import build_agent
 from tests.support.warm import workers_of
 from tests.support.workers import KillAt, stage_started, wait_until, worker_of
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, servers: tuple[Any, Any], short_tmp: Path) -> Path:
-    jev, flash = servers
-    monkeypatch.setenv("TYPESAFE_API_KEY", "boundary-jev-key-123456")
-    monkeypatch.setenv("TYPESAFE_BASE_URL", jev.url)
-    monkeypatch.setenv("FLASH_API_KEY", "boundary-flash-key-123456")
-    monkeypatch.setenv("FLASH_BASE_URL", flash.url)
-    workspace = short_tmp / "ws"
-    workspace.mkdir()
-    return workspace
+def env(embed_env: Path) -> Path:
+    return embed_env
 
 
 def command(proc: psutil.Process) -> str:
@@ -48,17 +42,7 @@ class ClosesBadly(main.Tools):  # type: ignore[name-defined,misc]
 
 
 def build(home: Path, workspace: Path, on_event: Any, tools_cls: Any = None) -> Any:
-    session = main.Session.create(home, workspace, on_event=on_event)
-    models = main.Models(session, main.Settings.environment())
-    tools = (tools_cls or main.Tools)(workspace, session.directory / "terminal", None)
-    return main.Agent(
-        session,
-        models,
-        tools,
-        policy=main.ContextPolicy(),
-        instructions=main.instructions(),
-        cancel=threading.Event(),
-    )
+    return build_agent(home, workspace, on_event=on_event, tools_cls=tools_cls)
 
 
 def test_embedded_run_persists_even_when_the_subscriber_raises(

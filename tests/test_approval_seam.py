@@ -4,39 +4,23 @@ wire and a real tool worker. Without them a run is the CLI's (tests everywhere e
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-import main
 from kernel.loop.approval import Approval, ProposedCall
+from tests.support.embed import build_agent
 
 pytestmark = pytest.mark.timeout(300)
 
 
 @pytest.fixture
-def build(monkeypatch: pytest.MonkeyPatch, servers: tuple[Any, Any], short_tmp: Path) -> Any:
-    jev, flash = servers
-    monkeypatch.setenv("TYPESAFE_API_KEY", "approval-jev-key-123456")
-    monkeypatch.setenv("TYPESAFE_BASE_URL", jev.url)
-    monkeypatch.setenv("FLASH_API_KEY", "approval-flash-key-123456")
-    monkeypatch.setenv("FLASH_BASE_URL", flash.url)
-    workspace = short_tmp / "ws"
-    workspace.mkdir()
+def build(embed_env: Path, short_tmp: Path) -> Any:
     made: list[Any] = []
 
     def agent(**hooks: Any) -> Any:
-        session = main.Session.create(short_tmp / "home", workspace)
-        built = main.Agent(
-            session,
-            main.Models(session, main.Settings.environment()),
-            main.Tools(workspace, session.directory / "terminal", None),
-            instructions=main.instructions(),
-            cancel=threading.Event(),
-            **hooks,
-        )
+        built = build_agent(short_tmp / "home", embed_env, **hooks)
         made.append(built)
         return built
 

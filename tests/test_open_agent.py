@@ -10,20 +10,12 @@ import pytest
 
 import main
 from kernel.errors import ConfigError, SessionLocked, UsageError, WorkspaceMismatch
-
-FLASH_KEY = "door-flash-key-123456"
+from tests.support.embed import FLASH_KEY
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, servers: tuple[Any, Any], short_tmp: Path) -> Path:
-    jev, flash = servers
-    monkeypatch.setenv("TYPESAFE_API_KEY", "door-jev-key-123456")
-    monkeypatch.setenv("TYPESAFE_BASE_URL", jev.url)
-    monkeypatch.setenv("FLASH_API_KEY", FLASH_KEY)
-    monkeypatch.setenv("FLASH_BASE_URL", flash.url)
-    workspace = short_tmp / "ws"
-    workspace.mkdir()
-    return workspace
+def env(embed_env: Path) -> Path:
+    return embed_env
 
 
 def no_servers() -> Any:

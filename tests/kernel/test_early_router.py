@@ -23,15 +23,8 @@ from kernel.supervision.models import Models, start_router
 
 
 @pytest.fixture
-def keys(monkeypatch: pytest.MonkeyPatch, servers: tuple[Any, Any], short_tmp: Path) -> Path:
-    jev, flash = servers
-    monkeypatch.setenv("TYPESAFE_API_KEY", "early-jev-key-123456")
-    monkeypatch.setenv("TYPESAFE_BASE_URL", jev.url)
-    monkeypatch.setenv("FLASH_API_KEY", "early-flash-key-123456")
-    monkeypatch.setenv("FLASH_BASE_URL", flash.url)
-    workspace = short_tmp / "ws"
-    workspace.mkdir()
-    return workspace
+def keys(embed_env: Path) -> Path:
+    return embed_env
 
 
 def _gone(pid: int) -> bool:

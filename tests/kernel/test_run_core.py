@@ -27,16 +27,9 @@ KEY = "sk-ledger-" + "k" * 30  # a token format: redacted wherever it appears
 
 
 @pytest.fixture
-def env(monkeypatch: pytest.MonkeyPatch, servers: tuple[Any, Any], short_tmp: Path) -> Path:
-    jev, flash = servers
-    monkeypatch.setenv("TYPESAFE_API_KEY", "ledger-jev-key-123456")
-    monkeypatch.setenv("TYPESAFE_BASE_URL", jev.url)
-    monkeypatch.setenv("FLASH_API_KEY", "ledger-flash-key-123456")
-    monkeypatch.setenv("FLASH_BASE_URL", flash.url)
+def env(embed_env: Path, monkeypatch: pytest.MonkeyPatch, short_tmp: Path) -> Path:
     monkeypatch.chdir(short_tmp)  # a harness session's workspace is the working directory
-    workspace = short_tmp / "ws"
-    workspace.mkdir()
-    return workspace
+    return embed_env
 
 
 def _call_records(session_dir: Path) -> dict[str, Any]:

@@ -13,31 +13,16 @@ from typing import Any
 
 import pytest
 
-import main
 from kernel.errors import UsageError
 from protocol.events import FinalData, ToolStartedData
+from tests.support.embed import build_agent
 
 BAD_WRITE = {"tool_call": {"arguments": {"path": "x.txt", "file_text": 42, "bogus": 1}}}
 
 
 @pytest.fixture
-def agent(monkeypatch: pytest.MonkeyPatch, servers: tuple[Any, Any], short_tmp: Path) -> Any:
-    jev, flash = servers
-    monkeypatch.setenv("TYPESAFE_API_KEY", "endings-jev-key-123456")
-    monkeypatch.setenv("TYPESAFE_BASE_URL", jev.url)
-    monkeypatch.setenv("FLASH_API_KEY", "endings-flash-key-123456")
-    monkeypatch.setenv("FLASH_BASE_URL", flash.url)
-    workspace = short_tmp / "ws"
-    workspace.mkdir()
-    session = main.Session.create(short_tmp / "home", workspace)
-    built = main.Agent(
-        session,
-        main.Models(session, main.Settings.environment()),
-        main.Tools(workspace, session.directory / "terminal", None),
-        policy=main.ContextPolicy(),
-        instructions=main.instructions(),
-        cancel=threading.Event(),
-    )
+def agent(embed_env: Path, short_tmp: Path) -> Any:
+    built = build_agent(short_tmp / "home", embed_env)
     try:
         yield built
     finally:
