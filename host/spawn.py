@@ -23,6 +23,10 @@ TOKEN_ENV = "JMP_WORKER_TOKEN"
 # The directory a worker works in (the kernel's cwd): `workers.base` enters it and removes the
 # variable before the worker reads its arguments, so no shell or MCP server inherits it.
 WORKDIR_ENV = "JMP_WORKER_CWD"
+# A cold worker's descriptor of its kernel (a pidfd, readable once the kernel has exited), by
+# number: a worker whose kernel died before it armed PDEATHSIG is reparented at once, so its
+# parent no longer tells it anything. `workers.base` removes the variable on start.
+KERNEL_PIDFD_ENV = "JMP_KERNEL_PIDFD"
 SAFE_FLAGS = ("-P",)  # no cwd (or script dir) first on sys.path
 SPAWN_CWD = "/"
 CODE_ROOT = Path(__file__).resolve().parents[1]

@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 import zmq
 
+from host.spawn import KERNEL_PIDFD_ENV
 from protocol.codec import UnsupportedVersion, decode_to_worker, encode_frame
 from protocol.messages import (
     HEARTBEAT_MS,
@@ -128,7 +129,23 @@ def _watch_parent() -> Callable[[], bool]:
     # Orphans of our shells reparent to us, so psutil still finds them at kill time.
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     signal.signal(signal.SIGTERM, lambda *_: _die(143))
-    return lambda: os.getppid() != expected
+    # A kernel killed before we got here made us an orphan already (PDEATHSIG then never fires
+    # and getppid() is our new parent): its pidfd, inherited from the kernel, still tells.
+    pidfd = _inherited_pidfd()
+    if pidfd is None:
+        return lambda: os.getppid() != expected
+    return lambda: os.getppid() != expected or _pidfd_dead(pidfd)
+
+
+def _inherited_pidfd() -> int | None:
+    """The kernel's pidfd a cold spawn handed us (KERNEL_PIDFD_ENV, popped), made
+    non-inheritable so no shell of ours holds it; None without one."""
+    try:
+        fd = int(os.environ.pop(KERNEL_PIDFD_ENV, ""))
+        os.set_inheritable(fd, False)
+    except (ValueError, OSError):
+        return None
+    return fd
 
 
 def _peek_id(buf: bytes) -> str | None:

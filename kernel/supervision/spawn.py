@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
-from host.spawn import SPAWN_CWD, WORKDIR_ENV
+from host.spawn import KERNEL_PIDFD_ENV, SPAWN_CWD, WORKDIR_ENV
 from kernel.supervision import pool_client
 
 if TYPE_CHECKING:
@@ -70,15 +70,25 @@ def spawn_process(
     stderr_fd = _stderr_fd()
     import subprocess  # the cold path only: a warm start never needs it
 
-    popen = subprocess.Popen(
-        argv,
-        stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
-        stdout=subprocess.PIPE if piped else (stderr_fd if stderr_fd >= 0 else subprocess.DEVNULL),
-        stderr=subprocess.PIPE if piped else None,
-        env=env,
-        cwd=SPAWN_CWD,
-        start_new_session=True,
-    )
+    # A pidfd of this kernel, inherited by the worker alone: a worker that starts after we died
+    # (killed between its fork and its PDEATHSIG) sees it readable and exits at once, where its
+    # parent (a subreaper or init by then) would tell it nothing.
+    kernel_fd = os.pidfd_open(os.getpid())
+    try:
+        popen = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL if stdin_data is None else subprocess.PIPE,
+            stdout=subprocess.PIPE
+            if piped
+            else (stderr_fd if stderr_fd >= 0 else subprocess.DEVNULL),
+            stderr=subprocess.PIPE if piped else None,
+            env={**env, KERNEL_PIDFD_ENV: str(kernel_fd)},
+            cwd=SPAWN_CWD,
+            start_new_session=True,
+            pass_fds=(kernel_fd,),
+        )
+    finally:
+        os.close(kernel_fd)
     if stdin_data is not None:
         assert popen.stdin is not None
         _hand_over(popen.stdin, stdin_data)

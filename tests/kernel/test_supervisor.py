@@ -332,3 +332,43 @@ def test_worker_exits_when_its_kernel_is_sigkilled(short_tmp: Path) -> None:
 def test_socket_path_too_long_is_refused(short_tmp: Path) -> None:
     with pytest.raises(ValueError, match="too long"):
         Worker("tool", short_tmp / ("x" * 120))
+
+
+ORPHAN_SCRIPT = """
+import os, sys
+from host.spawn import module_argv
+from kernel.supervision.spawn import spawn_process
+argv = module_argv(sys.executable, "tests.fakes.worker", ["ipc://" + sys.argv[1] + "/none.sock"])
+proc = spawn_process(argv, dict(os.environ), piped=False)
+print(proc.pid, flush=True)
+os._exit(0)  # killed before the worker armed its watch: it starts an orphan already
+"""
+
+
+def test_a_cold_worker_whose_kernel_died_before_it_started_exits_on_its_own(
+    short_tmp: Path,
+) -> None:
+    """The chaos campaign's `orphans` (issue 21): a power cut killed a kernel between a cold
+    worker's fork and its PDEATHSIG; the worker took its new parent for the kernel and lived
+    on until its silence window, which a starved loop stretches. The kernel's pidfd, which
+    the worker inherits, tells it at once. The silence window is an hour here, so nothing but
+    that watch can end it."""
+    env = dict(os.environ, JMP_WARM="0", JMP_KERNEL_SILENCE_S="3600", PYTHONPATH=str(ROOT))
+    env["JMP_FAKE_MODE"] = "ok"
+    # the worker holds the stand-in's stderr, never its stdout: run returns once it exited
+    kernel = subprocess.run(
+        [sys.executable, "-c", ORPHAN_SCRIPT, str(short_tmp)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        check=True,
+        timeout=60,
+    )
+    worker_pid = int(kernel.stdout.split()[0])
+    try:
+        wait_until(lambda: not pid_running(worker_pid), 30, "the orphaned worker to exit")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker_pid, signal.SIGKILL)
