@@ -25,13 +25,12 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from host.spawn import SPAWN_CWD, child_pythonpath, module_argv
 from jmp_lab.chaos.drive import IterationReport, run_iteration
 from jmp_lab.chaos.invoke import jmp_command
 from jmp_lab.chaos.plan import IterationPlan, aimed, make_plan, make_quick_plan, parse_cut
 from jmp_lab.chaos.powercut.control import available
 from jmp_lab.chaos.powercut.model import MODELS
-from jmp_lab.chaos.targets import stop_pool
+from jmp_lab.chaos.targets import start_pool, stop_pool
 
 POWER_MODES = ("off", "mix", "only")
 
@@ -76,7 +75,7 @@ def campaign(
     started = time.monotonic()
     try:
         if warm is None and jmp is None:
-            prestart_pool(base / "warm")
+            start_pool(base / "warm")
         todo = plans or [
             make_quick_plan(seed, i, is_power(power, i))
             if quick
@@ -88,7 +87,7 @@ def campaign(
         for plan in todo:
             if minutes is not None and time.monotonic() - started > minutes * 60:
                 break  # the time budget is spent: no new iteration starts
-            report = run_iteration(plan, base, command, keep=keep, warm=warm)
+            report = run_iteration(plan, base, command, keep, warm, restart_pool=jmp is None)
             reports.append(report)
             totals.update(report.figures)
             totals["iterations"] += 1
@@ -110,23 +109,6 @@ def campaign(
         if warm is None:
             stop_pool(base / "warm")
     return totals, reports, time.monotonic() - started
-
-
-def prestart_pool(directory: Path) -> None:
-    """Start the campaign's own warm pool and wait for its preload (`workers.pool start`), so
-    the first iteration is as warm as its plan says rather than cold while the pool imports.
-    Only for this checkout's jmp: another jmp would find this pool's code stale anyway."""
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
-    env = dict(os.environ, JMP_WARM_DIR=str(directory))
-    env["PYTHONPATH"] = child_pythonpath(os.environ)
-    subprocess.run(
-        module_argv(sys.executable, "workers.pool", ["start", str(directory)]),
-        env=env,
-        cwd=SPAWN_CWD,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        check=False,
-    )
 
 
 def lane_of(indices: range, first: int, lane: int, lanes: int) -> list[int]:
@@ -154,9 +136,14 @@ def table(totals: Counter[str], wall: float) -> str:
     }
     keys = [*order, *rest, *classes, *rates]
     width = max(len(k) for k in keys)
-    lines = [f"{key:<{width}}  {totals.get(key, 0)}" for key in [*order, *rest, *classes]]
+    lines = [f"{key:<{width}}  {_figure(totals.get(key, 0))}" for key in [*order, *rest, *classes]]
     lines += [f"{key:<{width}}  {value}" for key, value in rates.items()]
     return "\n".join(lines)
+
+
+def _figure(value: float) -> str:
+    """A count as it is, seconds (`time: ...`) rounded to the second."""
+    return f"{value:.0f} s" if isinstance(value, float) else str(value)
 
 
 def reproduce(

@@ -54,9 +54,16 @@ class Driver:
     """A user at the terminal: task, reopen, acknowledge, follow-up; the plan's kills land."""
 
     def __init__(
-        self, plan: IterationPlan, base: Path, command: list[str], warm: Path | None = None
+        self,
+        plan: IterationPlan,
+        base: Path,
+        command: list[str],
+        warm: Path | None = None,
+        restart_pool: bool = True,
     ) -> None:
         self.plan = plan
+        self.path = "warm" if plan.warm else "cold"  # the spawn path, counted apart
+        self.restart_pool = restart_pool  # after a kill of the pool: this checkout's code
         root = Path(tempfile.mkdtemp(prefix=f"c{plan.index}-", dir=base))
         self.world = World(plan, root, warm or base / "warm")
         self.command = command
@@ -94,9 +101,11 @@ class Driver:
                 for line in out.stderr.strip().splitlines()[-4:]:
                     print(f"      {line[:200]}", file=sys.stderr, flush=True)
         figures["invocations"] += 1
+        figures["time: jmp runs"] += out.seconds
         for kill in out.kills:
             figures["kills"] += 1
-            figures[f"kill target {kill.target}"] += 1
+            figures[f"kills {self.path}"] += 1
+            figures[f"kill target {kill.target} ({self.path})"] += 1
             figures[f"kill phase {kill.phase}"] += 1
             if kill.tear is not None:
                 self._tear(kill.tear)
@@ -104,13 +113,19 @@ class Driver:
         if out.hung:
             self.report.violations.append(f"hung: invocation {number} {list(args)}; killed")
         self.interrupted |= check.interrupted(self.world.events())
+        started = time.monotonic()
         left = self.census.survivors(ORPHAN_GRACE_S)
+        figures["time: orphan checks"] += time.monotonic() - started
         if left:
             figures["orphans"] += len(left)
             names = ", ".join(" ".join(p.cmdline()[:4]) for p in left if p.is_running())
             self.report.violations.append(f"orphans: after invocation {number}: {names}")
             for proc in left:
                 targets.sigkill(proc.pid)
+        if self.restart_pool and any(k.target == "pool" for k in out.kills):
+            started = time.monotonic()  # the runs that follow are warm again, as planned
+            targets.start_pool(self.world.warm)
+            figures["time: pool restarts"] += time.monotonic() - started
         return out
 
     def _tear(self, fraction: float) -> None:
@@ -232,14 +247,22 @@ def run_iteration(
     command: list[str],
     keep: bool = False,
     warm: Path | None = None,
+    restart_pool: bool = True,
 ) -> IterationReport:
     """Run, check, and clean up (the directory stays when something was violated, or `keep`).
-    `warm`: the warm pool's directory (default: the campaign's own, `base/warm`)."""
+    `warm`: the warm pool's directory (default: the campaign's own, `base/warm`);
+    `restart_pool`: start it again after a kill of it (this checkout's jmp only). Where the
+    time goes is in the figures (`time: ...`, seconds)."""
     started = time.monotonic()
-    driver = Driver(plan, base, command, warm)
+    driver = Driver(plan, base, command, warm, restart_pool)
+    figures = driver.report.figures
+    figures["time: setup"] += time.monotonic() - started
+    figures[f"iterations {driver.path}"] += 1
     try:
         driver.drive()
+        checked = time.monotonic()
         driver.verify()
+        figures["time: final checks"] += time.monotonic() - checked
         if driver.report.abandoned:  # the machine, not jmp: counted, every other check kept
             report = driver.report
             report.figures["abandoned: workers not ready, machine load"] += 1
@@ -258,6 +281,9 @@ def run_iteration(
                 f"cut: {out.cut}\nlost: {json.dumps(out.lost, indent=1)}\n"
                 f"--- stdout\n{out.stdout}\n--- stderr\n{out.stderr}\n"
             ) if report.kept else None
+        closed = time.monotonic()
         driver.world.close(keep=report.kept)
+        figures["time: teardown"] += time.monotonic() - closed
     report.seconds = time.monotonic() - started
+    figures["time: iterations"] += report.seconds
     return report

@@ -201,7 +201,10 @@ class Invocation(CutLanding):
         self.out.stderr = self._proc.stderr.read()
 
     def _sample(self) -> None:
-        while not self._done.wait(0.1):
+        # Each sample walks every process of the machine (psutil's children): on two shared
+        # cores, ten a second of two lanes took a tenth of a core. Pool-forked workers and
+        # late spawns are found by their marks anyway (targets.Census).
+        while not self._done.wait(0.25):
             if self.census is not None and self._proc is not None:
                 self.census.sample(self._proc.pid)
 

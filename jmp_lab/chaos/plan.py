@@ -213,29 +213,39 @@ def make_plan(
     return _power(plan, short) if power else plan
 
 
-# --quick: the kill targets weighted by what a kill costs the campaign (a killed pool makes
-# every later spawn of its lane cold until it is back), the step's sleep range.
-QUICK_TARGETS = ("kernel", "kernel", "kernel", "router", "router", "generator", "generator",
-                 "tool", "tool", "mcp", "pool")  # fmt: skip
+# --quick: the kill targets weighted by what a kill costs the campaign. A killed router or
+# generator is replaced inside the run and its request sent again (several such kills land in
+# one run); a killed kernel, tool worker or MCP call ends the run (another run, its workers);
+# a killed pool makes its lane's spawns cold until the runner has it back (drive.py). The
+# step's sleep range; cold in 1 of COLD_ONE_IN iterations (a cold tool worker imports
+# OpenHands, ~9 s idle, at every run), counted apart in the table.
+QUICK_TARGETS = ("kernel", "kernel", "router", "router", "router", "router", "router",
+                 "generator", "generator", "generator", "generator", "generator", "tool",
+                 "tool", "mcp", "pool")  # fmt: skip
 QUICK_PACE = (0.05, 0.3)
+QUICK_STEPS = (3, 4)  # a route and a generation a step: moments for the in-run kills
+QUICK_KILLS = (5, 9)
+QUICK_CUTS = (3, 5)
+COLD_ONE_IN = 10
+COLD_ITEMS = 3  # a cold iteration's kills or cuts: each run after one starts cold again
 
 
 def make_quick_plan(seed: int, index: int, power: bool = False) -> IterationPlan:
     """An iteration aimed at kill points (`--quick`, what `make chaos` runs): a short request
-    (2-3 calls, a follow-up of 1-2 in a third of the iterations), calls that run 0.05-0.3 s,
-    3-6 kills, each at the next moment of its phase (route, generate, tool; between at the
+    (3-4 calls, a follow-up of 1-2 in a third of the iterations), calls that run 0.05-0.3 s,
+    5-9 kills, each at the next moment of its phase (route, generate, tool; between at the
     1st-3rd record): kills are delivered in order, so one planned for a moment the session
-    never reaches would hold up every kill behind it. A power iteration: 2-3
+    never reaches would hold up every kill behind it. A power iteration: 3-5
     cuts (at recurring records, the 1st matching disk operation, kill phases, or a random
-    moment) and at most one kill. Warm in 4 of 5. A pure function of the arguments, like
-    `make_plan`."""
+    moment) and at most two kills. Cold in 1 of COLD_ONE_IN, with at most COLD_ITEMS kills
+    or cuts. A pure function of the arguments, like `make_plan`."""
     rng = random.Random(f"jmp-chaos-quick:{seed}:{index}")
     prefix = f"W{seed}q{index}{rng.getrandbits(24):06x}"
     written: list[str] = []
-    first = _steps(rng, prefix, 0, rng.randint(2, 3), written, QUICK_PACE)
+    first = _steps(rng, prefix, 0, rng.randint(*QUICK_STEPS), written, QUICK_PACE)
     follow = rng.random() < 1 / 3
     second = _steps(rng, prefix, len(first), rng.randint(1, 2), written, QUICK_PACE)
-    kills = [_kill(rng, QUICK_TARGETS, quick=True) for _ in range(rng.randint(3, 6))]
+    kills = [_kill(rng, QUICK_TARGETS, quick=True) for _ in range(rng.randint(*QUICK_KILLS))]
     faults = [_fault(rng) if rng.random() < 0.5 else None for _ in range(8)]
     keys = {
         "jev": f"jev-chaos-{rng.getrandbits(96):024x}",
@@ -243,17 +253,28 @@ def make_quick_plan(seed: int, index: int, power: bool = False) -> IterationPlan
         "mcp": f"mcp-chaos-{rng.getrandbits(96):024x}",
     }
     requests = [first, second] if follow else [first]
-    ack_direct, warm = rng.random() < 0.5, rng.random() < 0.8
+    ack_direct, warm = rng.random() < 0.5, rng.random() >= 1 / COLD_ONE_IN
+    kills = _reachable(kills if warm else kills[:COLD_ITEMS], requests[0])
     plan = IterationPlan(seed, index, requests, kills, faults, ack_direct, keys, warm)
     if not power:
         return plan
     rng = random.Random(f"jmp-chaos-quick-power:{seed}:{index}")
-    items: list[Kill | Cut] = [_cut(rng, quick=True) for _ in range(rng.randint(2, 3))]
-    items += plan.kills[: rng.randint(0, 1)]
+    items: list[Kill | Cut] = [_cut(rng, quick=True) for _ in range(rng.randint(*QUICK_CUTS))]
+    items += plan.kills[: rng.randint(0, 2)]
     rng.shuffle(items)
+    items = _reachable(items if warm else items[:COLD_ITEMS], requests[0])
     disk = [_disk_fault(rng) or f for f in plan.faults]
     model = MODELS[(index // 2) % len(MODELS)]  # --power mix: the odd iterations, every model
     return dataclasses.replace(plan, kills=items, faults=disk, power=model)
+
+
+def _reachable(kills: list[Any], request: list[Step]) -> list[Any]:
+    """A request of file writes and edits alone leaves no witness line, so its tool phase is
+    never seen and a kill planned there would hold up every kill behind it: those land
+    mid-stream in a generation instead."""
+    if any(step.tool in ("bash", "mcp.witness") for step in request):
+        return kills
+    return [dataclasses.replace(k, phase="generate") if k.phase == "tool" else k for k in kills]
 
 
 def _power(plan: IterationPlan, short: bool) -> IterationPlan:

@@ -22,6 +22,7 @@ recall check reads the cache's documented file with sqlite3, and skips when it c
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -125,12 +126,15 @@ class PowerWatch:
         cut, lost, figures = out.cut, out.lost, self.figures
         assert cut is not None and self.world.disk is not None
         figures["cuts"] += 1
+        figures[f"cuts {self.driver.path}"] += 1
         figures[f"cut phase {cut.phase}"] += 1
         figures[f"cut data {cut.data}, dirs {cut.dirs}"] += 1
         figures[f"cut model {self.world.disk.model}"] += 1
         figures["cut: files reverted or torn"] += len(lost["reverted"]) + len(lost["torn"])
         figures["cut: directory changes undone"] += len(lost["undone"])
+        started = time.monotonic()
         self.world.disk.start()  # the power comes back
+        figures["time: disk remounts"] += time.monotonic() - started
         self.reopening = True
         self.driver.interrupted = set()  # read again from the recovered log below
         found = []

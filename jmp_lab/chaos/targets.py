@@ -12,11 +12,15 @@ import contextlib
 import itertools
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import psutil
+
+from host.spawn import SPAWN_CWD, child_pythonpath, module_argv
 
 Matcher = Callable[[list[str]], bool]
 
@@ -166,6 +170,24 @@ def kill_run(root_pid: int, census: Census | None) -> int:
     if census is not None:
         victims += [p.pid for p in census.alive()]
     return sum(sigkill(pid) for pid in dict.fromkeys(victims))
+
+
+def start_pool(directory: Path) -> None:
+    """Start the campaign's warm pool (or find it starting) and wait for its preload
+    (`workers.pool start`): before a campaign's first iteration, and after a kill of it, so
+    the runs that follow are as warm as their plan says rather than cold while it imports.
+    Only for this checkout's jmp: another jmp would find this pool's code stale anyway."""
+    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    env = dict(os.environ, JMP_WARM_DIR=str(directory))
+    env["PYTHONPATH"] = child_pythonpath(os.environ)
+    subprocess.run(
+        module_argv(sys.executable, "workers.pool", ["start", str(directory)]),
+        env=env,
+        cwd=SPAWN_CWD,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        check=False,
+    )
 
 
 def stop_pool(directory: Path) -> None:

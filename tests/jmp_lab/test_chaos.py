@@ -130,10 +130,14 @@ def test_quick_plans_aim_at_moments_an_iteration_reaches_on_both_paths_and_every
     assert make_quick_plan(4, 9, True) == make_quick_plan(4, 9, True) != make_quick_plan(5, 9, True)
     assert {p.warm for p in plans} == {True, False}
     assert {p.power for p in plans[1::2]} == {"strict", "name", "journal"}
-    assert all(len(p.steps()) <= 5 and 3 <= len(p.kills) <= 6 for p in plans[::2])
+    assert all(len(p.steps()) <= 6 and 5 <= len(p.kills) <= 9 for p in plans[::2] if p.warm)
+    assert all(len(p.kills) <= 3 for p in plans if not p.warm)  # each run after one is cold
     kills = [k for p in plans for k in p.kills if isinstance(k, Kill)]
     assert {k.target for k in kills} == set(TARGETS)
     assert all(k.nth <= (3 if k.phase == "between" else 1) for k in kills)  # held up by none
+    for plan in plans:  # a tool phase only where a call leaves a witness line
+        witnessed = any(s.tool in ("bash", "mcp.witness") for s in plan.requests[0])
+        assert witnessed or all(k.phase != "tool" for k in plan.kills)
     cuts = [c for p in plans[1::2] for c in p.kills if isinstance(c, Cut)]
     assert len(cuts) >= 2 * len(plans[1::2])
     assert all(c.kind not in ("session", "user", "final") for c in cuts if c.phase == "event")
