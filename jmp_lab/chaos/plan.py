@@ -219,9 +219,8 @@ def make_plan(
 # a killed pool makes its lane's spawns cold until the runner has it back (drive.py). The
 # step's sleep range; cold in 1 of COLD_ONE_IN iterations (a cold tool worker imports
 # OpenHands, ~9 s idle, at every run), counted apart in the table.
-QUICK_TARGETS = ("kernel", "kernel", "router", "router", "router", "router", "router",
-                 "generator", "generator", "generator", "generator", "generator", "tool",
-                 "tool", "mcp", "pool")  # fmt: skip
+QUICK_TARGETS = (("kernel",) * 4 + ("router",) * 10 + ("generator",) * 10 + ("tool",) * 4
+                 + ("mcp",) * 3 + ("pool",))  # fmt: skip
 QUICK_PACE = (0.05, 0.3)
 QUICK_STEPS = (3, 4)  # a route and a generation a step: moments for the in-run kills
 QUICK_KILLS = (5, 9)

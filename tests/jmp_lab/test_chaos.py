@@ -15,6 +15,7 @@ import pytest
 
 from jmp_lab.chaos import check
 from jmp_lab.chaos.__main__ import campaign, lane_of, reproduce, summed, table
+from jmp_lab.chaos.invoke import Delivered, Outcome
 from jmp_lab.chaos.plan import (
     LOG,
     PHASES,
@@ -26,6 +27,7 @@ from jmp_lab.chaos.plan import (
     make_quick_plan,
     parse_cut,
 )
+from jmp_lab.chaos.power import unclear
 from jmp_lab.chaos.powercut.control import available
 from jmp_lab.chaos.targets import TARGETS, WORKERS
 
@@ -143,6 +145,22 @@ def test_quick_plans_aim_at_moments_an_iteration_reaches_on_both_paths_and_every
     assert all(c.kind not in ("session", "user", "final") for c in cuts if c.phase == "event")
     # the quick plan of a kill iteration is the same whether or not its lane runs power too
     assert make_quick_plan(1, 4) == make_quick_plan(1, 4, power=False)
+
+
+def test_a_disk_error_must_be_told_unless_the_kernel_was_killed_first() -> None:
+    """The 7-minute campaign's `eio-unclear` (seed 1, iteration 3): a kernel killed at a
+    generation's first chunk, milliseconds after the failed fsync of the record before it,
+    had nobody left to tell it (as after a cut); a run that lives on and says nothing is
+    still a violation, and one that names the failure and the file is not."""
+    fired = {"rules": [{"action": "eio", "fired": [{"op": "fsync", "path": "/s/events.jsonl"}]}]}
+    route = '{"seq": 6, "kind": "route"}\n'
+    killed = Outcome([], code=-9, stdout=route, disk=fired)
+    killed.kills.append(Delivered("kernel", "generate", 1))
+    assert unclear(killed, "eio_fsync", "/home") is None
+    quiet = Outcome([], code=0, stdout=route, disk=fired)
+    assert (unclear(quiet, "eio_fsync", "/home") or "").startswith("eio-unclear: fsync of /s/")
+    said = Outcome([], code=2, stderr="jmp: /home/s/events.jsonl: Input/output error", disk=fired)
+    assert unclear(said, "eio_fsync", "/home") is None
 
 
 def test_lanes_share_the_iterations_out_once_and_their_figures_add_up() -> None:
