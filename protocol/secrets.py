@@ -16,8 +16,9 @@ MIN_SECRET_CHARS = 6  # shorter values would redact ordinary words and numbers
 KEY_VARIABLES = ("TYPESAFE_API_KEY", "FLASH_API_KEY", "DEEPSEEK_API_KEY", "CAMOFOX_ACCESS_KEY")
 
 # Variables of the kernel's own that no worker's environment carries: the kernel pid (a shell
-# would find the kernel's environment through it) and the legacy MCP-config variable.
-KERNEL_ONLY_VARIABLES = ("JMP_KERNEL_PID", "JMP_MCP_SERVERS")
+# would find the kernel's environment through it) and the legacy MCP-config variable; and
+# none inherited as the kernel-pidfd number, which only a cold spawn sets (host/spawn.py).
+KERNEL_ONLY_VARIABLES = ("JMP_KERNEL_PID", "JMP_MCP_SERVERS", "JMP_KERNEL_PIDFD")
 
 # Formats no prose or code contains by accident. Kept short on purpose: a broad pattern would
 # eat hashes, ids and file contents the agent needs to see verbatim.

@@ -73,7 +73,12 @@ def spawn_process(
     # A pidfd of this kernel, inherited by the worker alone: a worker that starts after we died
     # (killed between its fork and its PDEATHSIG) sees it readable and exits at once, where its
     # parent (a subreaper or init by then) would tell it nothing.
-    kernel_fd = os.pidfd_open(os.getpid())
+    try:
+        kernel_fd = os.pidfd_open(os.getpid())
+    except OSError:  # no pidfds here (Linux < 5.3, a seccomp filter): PDEATHSIG alone
+        kernel_fd = -1
+    if kernel_fd >= 0:
+        env = {**env, KERNEL_PIDFD_ENV: str(kernel_fd)}
     try:
         popen = subprocess.Popen(
             argv,
@@ -82,13 +87,14 @@ def spawn_process(
             if piped
             else (stderr_fd if stderr_fd >= 0 else subprocess.DEVNULL),
             stderr=subprocess.PIPE if piped else None,
-            env={**env, KERNEL_PIDFD_ENV: str(kernel_fd)},
+            env=env,
             cwd=SPAWN_CWD,
             start_new_session=True,
-            pass_fds=(kernel_fd,),
+            pass_fds=(kernel_fd,) if kernel_fd >= 0 else (),
         )
     finally:
-        os.close(kernel_fd)
+        if kernel_fd >= 0:
+            os.close(kernel_fd)
     if stdin_data is not None:
         assert popen.stdin is not None
         _hand_over(popen.stdin, stdin_data)

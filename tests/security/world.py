@@ -31,7 +31,8 @@ PROBE = HERE / "probe.py"
 PROBE_TASK = HERE / "probe_task.py"
 MCP_SERVER = Path(MCP_SCRIPT)
 KEY_NAMES = ("TYPESAFE_API_KEY", "FLASH_API_KEY", "DEEPSEEK_API_KEY", "CAMOFOX_ACCESS_KEY")
-KERNEL_ONLY = ("JMP_KERNEL_PID", "JMP_MCP_SERVERS")  # in no worker's or shell's environment
+# In no shell's environment (a cold worker starts with JMP_KERNEL_PIDFD and pops it)
+KERNEL_ONLY = ("JMP_KERNEL_PID", "JMP_KERNEL_PIDFD", "JMP_MCP_SERVERS")
 ESCAPES = "\x1b]0;pwned-title\x07\x1b[2J\x1b[31mred\x9b1m"
 _STRIPPED = ("JMP_", "JEV_", "FLASH_", "TYPESAFE_", "DEEPSEEK_", "CAMOFOX_")
 # A hostile launch directory plants a module for every top-level name an import could look up
