@@ -120,11 +120,13 @@ def _steps(
     count: int,
     written: list[str],
     pace: tuple[float, float] = (0.2, 1.2),
+    mcp: bool = True,
 ) -> list:
     steps: list[Step] = []
     for k in range(first, first + count):
         token = f"{prefix}s{k}"
-        kinds = ["bash", "bash", "mcp", "write"] + (["edit", "edit"] if written else [])
+        kinds = ["bash", "bash", "mcp" if mcp else "bash", "write"]
+        kinds += ["edit", "edit"] if written else []
         kind = rng.choice(kinds)
         seconds = round(rng.uniform(*pace), 2)
         if kind == "bash":
@@ -226,6 +228,10 @@ QUICK_STEPS = (3, 4)  # a route and a generation a step: moments for the in-run 
 QUICK_KILLS = (5, 9)
 QUICK_CUTS = (3, 5)
 COLD_ONE_IN = 10
+# An MCP iteration in 2 of 5: the witness MCP server's start (the `mcp` SDK's import, 1.5 s of
+# CPU) is on the path of every run of a world that has one (world.py); the others have none,
+# their MCP calls become shell commands and their MCP kills generator kills.
+MCP_ONE_IN = 0.4
 COLD_ITEMS = 3  # a cold iteration's kills or cuts: each run after one starts cold again
 
 
@@ -237,14 +243,20 @@ def make_quick_plan(seed: int, index: int, power: bool = False) -> IterationPlan
     never reaches would hold up every kill behind it. A power iteration: 3-5
     cuts (at recurring records, the 1st matching disk operation, kill phases, or a random
     moment) and at most two kills. Cold in 1 of COLD_ONE_IN, with at most COLD_ITEMS kills
-    or cuts. A pure function of the arguments, like `make_plan`."""
+    or cuts; an MCP server in 2 of 5 (MCP_ONE_IN). A pure function of the arguments, like
+    `make_plan`."""
     rng = random.Random(f"jmp-chaos-quick:{seed}:{index}")
     prefix = f"W{seed}q{index}{rng.getrandbits(24):06x}"
     written: list[str] = []
-    first = _steps(rng, prefix, 0, rng.randint(*QUICK_STEPS), written, QUICK_PACE)
+    mcp = rng.random() < MCP_ONE_IN
+    first = _steps(rng, prefix, 0, rng.randint(*QUICK_STEPS), written, QUICK_PACE, mcp)
     follow = rng.random() < 1 / 3
-    second = _steps(rng, prefix, len(first), rng.randint(1, 2), written, QUICK_PACE)
+    second = _steps(rng, prefix, len(first), rng.randint(1, 2), written, QUICK_PACE, mcp)
     kills = [_kill(rng, QUICK_TARGETS, quick=True) for _ in range(rng.randint(*QUICK_KILLS))]
+    if not mcp:  # no MCP server in this world: its kills go to the generator
+        kills = [
+            dataclasses.replace(k, target="generator") if k.target == "mcp" else k for k in kills
+        ]
     faults = [_fault(rng) if rng.random() < 0.5 else None for _ in range(8)]
     keys = {
         "jev": f"jev-chaos-{rng.getrandbits(96):024x}",

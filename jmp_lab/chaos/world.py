@@ -85,6 +85,14 @@ class World:
     # --- setup --------------------------------------------------------------------
 
     def _write_mcp_config(self) -> None:
+        """The witness MCP server, where the plan calls or kills it; else no server at all:
+        its start (the `mcp` SDK's import, 1.5 s of CPU) is on the path of every run."""
+        needed = any(step.tool.startswith("mcp.") for step in self.plan.steps()) or any(
+            kill.target == "mcp" for kill in self.plan.kills
+        )
+        if not needed:
+            (self.root / "mcp.json").write_text(json.dumps({"mcpServers": {}}))
+            return
         server = {
             "command": sys.executable,
             "args": [str(FAKE_MCP), "--pid-file", str(self.root / "mcp.pid")],
