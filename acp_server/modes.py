@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from acp import RequestError
@@ -29,11 +28,11 @@ from acp.schema import (
 from acp_server.errors import INVALID_PARAMS
 from acp_server.updates import proposed, title, tool_kind
 from kernel.loop.approval import Approval, ProposedCall
-from protocol.events import ApprovalData, Event, ModeData
 from protocol.events import SessionMode as ModeId
 
 if TYPE_CHECKING:
     from acp_server.sink import Sink
+    from kernel.store.session import Session
 
 AUTO: ModeId = "auto"
 ASK: ModeId = "ask"
@@ -88,17 +87,12 @@ class Approver:
         self.mode: ModeId = AUTO
         self.always: set[str] = set()
 
-    def load(self, events: Sequence[Event]) -> None:
-        """The mode and the "always" answers a log recorded (a session opened again)."""
-        for event in events:
-            data = event.data
-            if isinstance(data, ModeData):
-                self.mode = data.mode
-            elif isinstance(data, ApprovalData) and (data.scope, data.decision) == (
-                "session",
-                "allowed",
-            ):
-                self.always.add(data.tool)
+    def load(self, session: Session) -> None:
+        """The mode and the "always" answers its log recorded (a session opened again; see
+        acp_server/remembered.py for how a long log is read)."""
+        from acp_server.remembered import recall
+
+        self.mode, self.always = recall(session, self.mode)
 
     def __call__(self, call: ProposedCall) -> Approval | None:
         if self.mode != ASK:

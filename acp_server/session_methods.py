@@ -19,7 +19,7 @@ from acp.schema import (
     SetSessionModeResponse,
 )
 
-from acp_server import modes, sessions
+from acp_server import history, modes, sessions
 from acp_server.errors import JMP_ERROR
 from acp_server.sessions import ClientServer, Handle
 from acp_server.sink import Sink
@@ -58,12 +58,26 @@ class SessionMethods(Base):
         mcp_servers: Sequence[ClientServer] | None = None,
         **_: Any,
     ) -> LoadSessionResponse:
-        """Replay the history as updates, all before this response."""
+        """Replay the last turns as updates, all before this response (acp_server/history.py:
+        a note first when earlier records are left out, and `_meta.jmp.replay` says what was
+        sent)."""
         handle, sink = await self._open(cwd, session_id, mcp_servers)
         assert sink.translator is not None
-        for update in sink.translator.replay(handle.session.events):
+        events = handle.session.events
+        limit = history.load_turns()
+        shown = await self._call(partial(history.window, events, limit), handle)
+        updates = turns = 0
+        note = history.note(shown)
+        for update in [note] if note is not None else []:
             await self.send_update(handle, update)
-        return LoadSessionResponse(modes=modes.state(sink.approver.mode))
+            updates += 1
+        for update in sink.translator.replay(history.Tail(events, shown.start, shown.end)):
+            await self.send_update(handle, update)
+            updates += 1
+            turns += update.session_update == "user_message_chunk"
+        return LoadSessionResponse(
+            modes=modes.state(sink.approver.mode), field_meta=shown.meta(updates, turns, limit)
+        )
 
     async def resume_session(
         self,
@@ -131,6 +145,12 @@ class SessionMethods(Base):
             partial(sessions.load, self.config, session_id, cwd, client, sink),
             redactor=self.config.request_redactor(client),
         )
+        try:
+            # In a thread, as the open (the mode and approvals may read a long log's bytes),
+            # and before the handle is found: a prompt never sees it unbound (mode unknown).
+            await self._call(partial(sink.bind, handle), handle)
+        except BaseException:
+            await self._call(handle.close)  # e.g. a changed record: the lock is released
+            raise
         self.handles[handle.id] = handle
-        sink.bind(handle)
         return handle, sink

@@ -46,7 +46,7 @@ class Sink:
         self.translator = Translator(
             session.workspace, session.artifacts.read_text, session.redactor
         )
-        self.approver.load(session.events)
+        self.approver.load(session)
         self.handle = handle
         handle.sink = self
         return self.translator

@@ -84,7 +84,7 @@ from kernel.store.session import Session
 from kernel.context.policy import ContextPolicy
 from kernel.context.checkpoint import load_latest_checkpoint
 from cli.main import main
-from acp_server.updates import Translator
+from acp_server.translator import Translator
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 extra = {}
 began = time.perf_counter()
