@@ -1,14 +1,20 @@
 """Cold start vs warm pool: launch of `jmp --json` to its first Jev request, its first tool
-effect and its exit, for a one-step task against the loopback servers.
+effect and its exit, for a one-step task against the loopback servers; and the first run after
+the pool has been idle longer than the old default (issue 25).
 
 The task routes `bash`, generates `date +%s.%N > t.txt` (the effect carries its own clock) and
 finishes. Cold runs set JMP_WARM=0; warm runs use a private pool (every kind preloaded) that is
-ready before the first run and killed at the end. Runs alternate cold/warm (the machine is
-shared); the table gives medians beside a bare `python -c pass` and the import of the OpenHands
-executors. Goals (issue 11): warm first request <= 5x the bare interpreter; warm first effect
-<= 0.1x the executor import.
+ready before the first run and killed at the end. "After idle" runs use a pool started as the
+first run of the day starts one (the default idle time, every kind preloaded) whose one clock
+is moved on by IDLE_S (15 minutes, longer than the old 600 s default) before each of its runs,
+the mechanism of tests/workers/test_warm_pool.py (`aged_pool`): no wait. Runs alternate between
+the modes (the machine is shared); the table gives medians beside a bare `python -c pass` and
+the import of the OpenHands executors, then the pool's resident memory (RSS and USS of the pool
+process, which preloads every worker kind's modules, and of any worker it forked still alive).
+Goals (issue 11): warm first request <= 5x the bare interpreter; warm first effect <= 0.1x the
+executor import; (issue 25) the run after a long idle as warm as any.
 
-    python -m bench.coldstart [--runs N] [--modes cold,warm] [--old ROOT] [--before ROOT]
+    python -m bench.coldstart [--runs N] [--modes cold,warm,idle] [--old ROOT] [--before ROOT]
 
 `--old ROOT` adds a cold column for another checkout (e.g. `git worktree add /tmp/old 75c1a98`),
 its launches interleaved with ours, so "cold no slower than before" is a ratio from one run;
@@ -32,9 +38,10 @@ from typing import Any
 from jmp_lab.servers.flash import FlashServer
 from jmp_lab.servers.jev import JevServer
 from tests.support.cli import Cli
-from tests.support.warm import PoolProc, make_pool_dir, pool_pids
+from tests.support.warm import PoolProc, aged_pool, ask_status, make_pool_dir, pool_pids
 
 RUNS = 3
+IDLE_S = 900  # the pool's clock moves on this much before each "after idle" run (old default 600)
 ROOT = Path(__file__).resolve().parent.parent
 IMPORT = (
     "from openhands.tools.terminal.impl import TerminalExecutor\n"
@@ -87,7 +94,7 @@ def _one(
 
 def run(
     runs: int = RUNS,
-    modes: tuple[str, ...] = ("cold", "warm"),
+    modes: tuple[str, ...] = ("cold", "warm", "idle"),
     old: Path | None = None,
     before: Path | None = None,
 ) -> str:
@@ -98,40 +105,90 @@ def run(
         _timed([sys.executable, "-c", IMPORT], env=os.environ | {"LOG_LEVEL": "WARNING"})
         for _ in range(2)
     )
-    roots = {"cold": ROOT, "warm": ROOT, "old": old, "before cold": before, "before warm": before}
+    roots = {
+        "cold": ROOT,
+        "warm": ROOT,
+        "idle": ROOT,
+        "old": old,
+        "before cold": before,
+        "before warm": before,
+    }
     columns = [
         *modes,
         *(["old"] if old else []),
         *(["before cold", "before warm"] if before else []),
     ]
     columns = [c for c in columns if c.endswith("warm") or "cold" in modes or c != "before cold"]
-    dirs = {c: make_pool_dir("b") for c in columns if c.endswith("warm")}
+    pooled = [c for c in columns if c.endswith("warm") or c == "idle"]
+    dirs = {c: make_pool_dir("b") for c in pooled}
     pools = [
-        PoolProc(d, preload="all", root=roots[c] or ROOT, ready_s=600) for c, d in dirs.items()
+        PoolProc(d, preload="all", root=roots[c] or ROOT, ready_s=600)
+        for c, d in dirs.items()
+        if c != "idle"
     ]
+    offset = Path(tempfile.mkstemp(prefix="jbclock")[1]) if "idle" in dirs else None
+    aged = aged_pool(dirs["idle"], offset) if offset is not None else None
     results: dict[str, list[dict[str, float]]] = {mode: [] for mode in columns}
+    memory = ""
     try:
+        if aged is not None:
+            _wait_ready(dirs["idle"], aged)
         with JevServer() as jev, FlashServer() as flash:
-            for _ in range(runs):
+            for n in range(runs):
                 # the bare start, interleaved with the launches: the ratio must see their load
                 bares += [_timed([sys.executable, "-c", "pass"]) for _ in range(3)]
                 for mode in columns:
                     tmp = Path(tempfile.mkdtemp(prefix="jb", dir="/tmp"))
-                    warm = mode.endswith("warm")
-                    env = {"JMP_WARM": "1" if warm else "0"}
-                    env["JMP_WARM_DIR"] = str(dirs[mode]) if warm else "/nonexistent"
+                    pooled_run = mode in dirs
+                    env = {"JMP_WARM": "1" if pooled_run else "0"}
+                    env["JMP_WARM_DIR"] = str(dirs[mode]) if pooled_run else "/nonexistent"
+                    if mode == "idle" and offset is not None:
+                        offset.write_text(str(IDLE_S * (n + 1)))  # idle IDLE_S since the last
                     try:
                         results[mode].append(_one(tmp, jev, flash, env, roots[mode] or ROOT))
                     finally:
                         shutil.rmtree(tmp, ignore_errors=True)
+                    if mode == "idle" and aged is not None and aged.poll() is not None:
+                        raise RuntimeError(f"the aged pool exited {aged.returncode} after a run")
+        if aged is not None:
+            memory = _memory(aged.pid)
     finally:
         for pool in pools:
             pool.kill()
+        if aged is not None:
+            aged.kill()
+            aged.wait()
+        if offset is not None:
+            offset.unlink(missing_ok=True)
         for pool_dir in dirs.values():
             for pid in pool_pids(pool_dir):  # one a kernel started after a failed connect
                 os.kill(pid, signal.SIGKILL)
             shutil.rmtree(pool_dir, ignore_errors=True)
-    return _table(results, statistics.median(bares), imports, runs)
+    return _table(results, statistics.median(bares), imports, runs) + memory
+
+
+def _wait_ready(directory: Path, proc: subprocess.Popen[bytes], ready_s: float = 600) -> None:
+    deadline = time.monotonic() + ready_s
+    while ask_status(directory) is None:  # answers once its imports are done
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"the pool did not answer (exit {proc.poll()})")
+        time.sleep(0.05)
+
+
+def _memory(pid: int) -> str:
+    """The pool's resident memory: its process and any worker it forked still alive (MB)."""
+    import psutil
+
+    pool = psutil.Process(pid)
+    parts = [pool, *pool.children(recursive=True)]
+    rss = sum(p.memory_info().rss for p in parts) / 2**20
+    uss = sum(p.memory_full_info().uss for p in parts) / 2**20
+    workers = f" and {len(parts) - 1} workers it forked" if len(parts) > 1 else ""
+    return (
+        f"\n\nthe pool's resident memory after the runs: {rss:.0f} MB RSS, {uss:.0f} MB USS "
+        f"(the pool process, every worker kind's modules preloaded{workers}; USS is what "
+        "stopping it frees)"
+    )
 
 
 def _table(
@@ -141,6 +198,7 @@ def _table(
         return statistics.median(r[key] for r in results[mode])
 
     names = {"cold": "cold (JMP_WARM=0)", "warm": "warm pool", "old": "cold, --old checkout"}
+    names["idle"] = f"pool idle {IDLE_S // 60} min before each run"
     names |= {"before cold": "cold, --before checkout", "before warm": "warm, --before checkout"}
     modes = list(results)
     rows = [
@@ -172,6 +230,14 @@ def _table(
             f"warm first effect / executor import: {med('warm', 'effect') / imports:.3f}x"
             " (goal <= 0.1x)",
         ]
+    if "idle" in results and "cold" in results:
+        ratios = ", ".join(f"{k} {med('idle', k) / med('cold', k):.3f}x" for _, k in rows)
+        lines.append(
+            f"after {IDLE_S} s idle (old default 600 s) / cold: {ratios} (goal: as warm as warm)"
+        )
+    if "idle" in results and "warm" in results:
+        ratio = med("idle", "effect") / med("warm", "effect")
+        lines.append(f"first effect after {IDLE_S} s idle / warm: {ratio:.2f}x")
     if "cold" in results and "old" in results:
         ratios = ", ".join(f"{k} {med('cold', k) / med('old', k):.2f}x" for _, k in rows)
         lines.append(f"cold now / cold --old checkout: {ratios} (goal: no slower)")
@@ -181,7 +247,9 @@ def _table(
 def main(argv: list[str]) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.coldstart")
     parser.add_argument("--runs", type=int, default=RUNS)
-    parser.add_argument("--modes", default="cold,warm", help="cold, warm or both (comma)")
+    parser.add_argument(
+        "--modes", default="cold,warm,idle", help="cold, warm, idle (after 15 min idle), comma"
+    )
     parser.add_argument("--old", type=Path, help="another checkout, run cold beside ours")
     parser.add_argument("--before", type=Path, help="another checkout, run cold and warm")
     args = parser.parse_args(argv)

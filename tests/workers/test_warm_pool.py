@@ -38,6 +38,7 @@ from tests.support.warm import (
     ROOT,
     Impostor,
     PoolProc,
+    aged_pool,
     ask_status,
     children_of,
     gone,
@@ -840,20 +841,6 @@ def test_a_confined_run_on_the_warm_path_gets_a_shell_with_its_kernels_confineme
         assert JEV_KEY.encode() not in environments and FLASH_KEY.encode() not in environments
 
 
-AGED_POOL = """
-import sys, time
-from workers.pool import cli as pool_cli, conn as pool_conn
-offset_file = sys.argv.pop(1)
-
-def aged() -> float:  # the pool's one clock, moved on by what the test writes into the file
-    with open(offset_file) as f:
-        return time.monotonic() + float(f.read() or 0)
-
-pool_conn.Connections.clock = staticmethod(aged)
-sys.exit(pool_cli.main(sys.argv[1:]))
-"""
-
-
 def test_a_run_fifteen_minutes_after_the_last_starts_warm(
     short_tmp: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -865,13 +852,7 @@ def test_a_run_fifteen_minutes_after_the_last_starts_warm(
     monkeypatch.delenv("JMP_WARM_IDLE_S", raising=False)
     directory = make_pool_dir()
     offset = short_tmp / "offset"
-    offset.write_text("0")
-    argv = H.serve_argv(sys.executable, directory, 1, "none", ("tests.fakes.worker",))
-    args = [a for a in argv[argv.index("workers.pool") + 1 :] if not a.startswith("--idle")]
-    env = H.pool_env(os.environ) | {"PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", AGED_POOL, str(offset), *args], env=env, cwd=str(ROOT)
-    )
+    proc = aged_pool(directory, offset, preload="none")
     monkeypatch.setenv("JMP_WARM", "1")
     monkeypatch.setenv("JMP_WARM_DIR", str(directory))
     try:
