@@ -151,6 +151,7 @@ def test_quick_plans_aim_at_moments_an_iteration_reaches_on_both_paths_and_every
     cuts = [c for p in plans[1::2] for c in p.kills if isinstance(c, Cut)]
     assert len(cuts) >= 2 * len(plans[1::2])
     assert all(c.kind not in ("session", "user", "final") for c in cuts if c.phase == "event")
+    assert all("context" not in c.pattern for c in cuts)  # a quick session never compacts
     # the quick plan of a kill iteration is the same whether or not its lane runs power too
     assert make_quick_plan(1, 4) == make_quick_plan(1, 4, power=False)
 
