@@ -11,10 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from acp_server import history, remembered
+from acp_server.sink import Sink
 from acp_server.translator import Translator
 from kernel.errors import SessionRefused
 from kernel.store import log_events, log_index
@@ -117,14 +119,25 @@ def decoded(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[int]]:
     yield seen
 
 
-def test_a_load_decodes_the_window_not_the_history(short_tmp: Path, decoded: list[int]) -> None:
-    """100 turns, 401 records, 100 chunks: the mode, the approvals and a 2-turn replay decode
-    the last chunks only (before: every chunk, twice)."""
+def test_opening_for_the_editor_decodes_no_history(short_tmp: Path, decoded: list[int]) -> None:
+    """100 turns, 401 records, 100 chunks: binding the sink (the mode and the "always" answers,
+    at every load and resume) decodes none of them (before: every chunk)."""
     home = short_tmp / "h"
     sid = write_turns(home, short_tmp, 100)
     with Session.open(home, sid) as s:
         decoded.clear()  # what open itself read
-        assert remembered.recall(s) == ("auto", set())
+        sink = Sink(SimpleNamespace(loop=None, closed=True))
+        sink.bind(SimpleNamespace(session=s))  # type: ignore[arg-type]
+        assert (sink.approver.mode, sink.approver.always) == ("auto", set())
+        assert decoded == []
+
+
+def test_a_load_decodes_the_window_not_the_history(short_tmp: Path, decoded: list[int]) -> None:
+    """The same log: a 2-turn replay decodes the last chunks only (before: every chunk)."""
+    home = short_tmp / "h"
+    sid = write_turns(home, short_tmp, 100)
+    with Session.open(home, sid) as s:
+        decoded.clear()
         shown = history.window(s.events, 2)
         updates = list(
             Translator(s.workspace).replay(history.Tail(s.events, shown.start, shown.end))
