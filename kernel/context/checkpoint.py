@@ -43,10 +43,14 @@ _decoder = msgspec.json.Decoder(Checkpoint)
 
 
 def build_checkpoint(
-    events: Sequence[Event], keep_whole: int, max_snapshots: int = MAX_SNAPSHOTS
+    events: Sequence[Event],
+    keep_whole: int,
+    max_snapshots: int = MAX_SNAPSHOTS,
+    start: State | None = None,
 ) -> tuple[bytes, int]:
-    """Fold the whole log, archive all but the latest `keep_whole` calls; (bytes, through)."""
-    state = fold(State(), events, max_snapshots)
+    """Fold the log (from `start`, a usable checkpoint's state, when given: only the events
+    after it), archive all but the latest `keep_whole` calls; (bytes, through)."""
+    state = fold(start.copy() if start is not None else State(), events, max_snapshots)
     archive_calls(state, keep_whole)
     return encode_checkpoint(state, record_digest(events, state.through)), state.through
 

@@ -6,7 +6,7 @@ imports the checkpoint module (no import cycle).
 
 from __future__ import annotations
 
-from kernel.context.checkpoint import write_checkpoint
+from kernel.context.checkpoint import load_latest_checkpoint, write_checkpoint
 from kernel.context.policy import AUDIENCES, ContextPolicy
 from protocol.events import CompactionData
 
@@ -17,7 +17,8 @@ def compact(session: object, policy: object | None = None) -> list[CompactionDat
     # Folded only from durable records: a checkpoint must never outlive what it was made of.
     session.sync()  # type: ignore[attr-defined]
     events = session.events  # type: ignore[attr-defined]
-    data, info = chosen.checkpoint(events, AUDIENCES[0])
+    previous = load_latest_checkpoint(session.directory)  # type: ignore[attr-defined]
+    data, info = chosen.checkpoint(events, AUDIENCES[0], previous)  # folds what came since
     name = write_checkpoint(session.directory, data, info.through)  # type: ignore[attr-defined]
     written = []
     for audience in AUDIENCES:

@@ -72,7 +72,7 @@ class Archive:
 
     def __post_init__(self) -> None:
         # Once per projection: the chunks come from the checkpoint and never change here.
-        self.chunk_rows = sum(len(c.rows) for c in self.chunks)
+        self.chunk_rows = sum(len(c.marks) for c in self.chunks)  # one letter a row
         self.chunk_ok = sum(c.marks.count("o") for c in self.chunks)
 
     def total(self) -> int:
@@ -83,7 +83,7 @@ class Archive:
         for call in reversed(self.calls):
             yield row(call), mark(call)
         for chunk in reversed(self.chunks):
-            yield from zip(reversed(chunk.rows), reversed(chunk.marks), strict=False)
+            yield from zip(reversed(chunk.texts()), reversed(chunk.marks), strict=False)
 
     def counts(self) -> tuple[int, int]:
         ok = self.chunk_ok + sum(1 for c in self.calls if c.status == "ok")

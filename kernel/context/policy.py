@@ -139,10 +139,18 @@ class ContextPolicy:
             budget=budget,
         )
 
-    def checkpoint(self, events: Sequence[Event], audience: str) -> tuple[bytes, CompactionData]:
-        """Deterministic checkpoint bytes for the log, and the `compaction` event data."""
+    def checkpoint(
+        self, events: Sequence[Event], audience: str, base: Checkpoint | None = None
+    ) -> tuple[bytes, CompactionData]:
+        """Deterministic checkpoint bytes for the log, and the `compaction` event data.
+
+        From `base` (the previous checkpoint) when it is usable, folding only the events after
+        it, as a projection does (issue 25: a compact of a 1M-record log folds the records
+        since the last compaction, not the history): the same log and the same base always
+        give the same bytes."""
         self.budget(audience)
-        data, through = build_checkpoint(events, self.keep_whole, self.max_snapshots)
+        start = base.state if base is not None and usable(base, events) else None
+        data, through = build_checkpoint(events, self.keep_whole, self.max_snapshots, start)
         info = CompactionData(
             audience=audience,
             through=through,

@@ -110,21 +110,24 @@ def archive_calls(state: State, keep: int) -> int:
     cut = max(0, len(state.calls) - keep)
     moved = [c for c in state.calls[:cut] if archivable(c)]
     state.calls = [c for c in state.calls[:cut] if not archivable(c)] + state.calls[cut:]
-    for call in moved:
-        append_row(state.chunks, call)
+    append_rows(state.chunks, moved)
     state.archived += len(moved)
     return len(moved)
 
 
-def append_row(chunks: list[Chunk], call: Call) -> None:
-    """Add one call's row to the last chunk, opening a new chunk every CHUNK_ROWS rows."""
-    if not chunks or len(chunks[-1].rows) >= CHUNK_ROWS:
-        chunks.append(Chunk(first_seq=call.seq, last_seq=call.seq))
-    chunk = chunks[-1]
-    chunk.rows.append(row(call))
-    chunk.last_seq = max(chunk.last_seq, call.seq)
-    chunk.first_seq = min(chunk.first_seq, call.seq)
-    chunk.marks += mark(call)
+def append_rows(chunks: list[Chunk], calls: list[Call]) -> None:
+    """Add the calls' rows to the last chunk, opening a new chunk every CHUNK_ROWS rows (each
+    chunk's encoded rows rewritten once)."""
+    start = 0
+    while start < len(calls):
+        if not chunks or len(chunks[-1].marks) >= CHUNK_ROWS:
+            chunks.append(Chunk(first_seq=calls[start].seq, last_seq=calls[start].seq))
+        chunk = chunks[-1]
+        batch = calls[start : start + CHUNK_ROWS - len(chunk.marks)]
+        chunk.add([row(c) for c in batch], "".join(mark(c) for c in batch))
+        chunk.last_seq = max(chunk.last_seq, *(c.seq for c in batch))
+        chunk.first_seq = min(chunk.first_seq, *(c.seq for c in batch))
+        start += len(batch)
 
 
 def mark(call: Call) -> str:

@@ -20,9 +20,10 @@ from kernel.errors import CorruptLog, LogReplaced, StorageError
 from kernel.store import log_index
 from kernel.store.durable import fsync_dir, write_all
 from kernel.store.guard import open_nofollow, storage_error
-from kernel.store.log_events import LogEvents, read_chunk
+from kernel.store.log_events import IndexDamaged, LogEvents, check_chunk, decode_chunk
 from kernel.store.log_index import Chainer, Entry, IndexWriter
 from kernel.store.log_parse import UNCHANGED, check_session, parse_log
+from kernel.store.pending import Settling
 from protocol.codec import encode_event
 from protocol.events import Event
 
@@ -72,15 +73,17 @@ class EventLog:
 
     def start_index(self, session_id: str) -> None:
         """Keep events.index for a log created empty here (before its first append)."""
-        self._index = _Indexing(session_id, log_index.STRIDE, [], Chainer(), 0, 0, None)
+        self._index = _Indexing(session_id, log_index.STRIDE, [], Chainer(), 0, 0, None, Settling())
 
     def create(self, first: Event) -> LogEvents:
         """Create the log (it must not exist) holding `first`, fsynced; its events."""
         self._open_for_append(os.O_EXCL)
         self.start_index(first.session_id)
         self.append(first, durable=True)
-        assert self._fd is not None
-        return LogEvents(self._fd, self.path.name, first.session_id, [], [first])
+        assert self._fd is not None and self._index is not None
+        events = LogEvents(self._fd, self.path.name, first.session_id, [], [first], None, 1)
+        self._index.events = events
+        return events
 
     def _open_for_append(self, extra: int = 0) -> None:
         flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | extra
@@ -130,52 +133,87 @@ class EventLog:
         found = None if verify else log_index.read(self.path.parent, session_id)
         stride, kept = log_index.STRIDE, None
         entries: list[Entry] = []
+        first: Event | None = None
         if found is not None:
             stride, entries, _damaged = found  # a damaged end is cut when next appended to
             kept = len(entries)
-            if entries and entries[-1].offset > size:
-                raise CorruptLog(
-                    f"{name} ends before line {entries[-1].seq}, which was written and "
-                    f"verified ({log_index.NAME}): records were lost (if an older copy of the "
-                    f"log was put back on purpose, remove {log_index.NAME}); {UNCHANGED}"
-                )
-            if entries:
-                first = read_chunk(fd, name, session_id, entries, 0)
-                check_session(first[:1], session_id, name)
-                if len(entries) > 1:
-                    read_chunk(fd, name, session_id, entries, len(entries) - 1)
-        base = entries[-1] if entries else Entry(0, 0, b"")
-        buf = _pread_all(fd, size - base.offset, base.offset)
-        if not entries:  # the first line is named as not this session's record first
-            first_line = buf[: buf.find(b"\n") + 1]
-            check_session(parse_log(first_line, name)[0], session_id, name)
-        events, end = parse_log(buf, name, base.seq + 1, session_id)
-        new, covered = log_index.boundaries(buf, end, stride, base)
+        try:
+            first = self._check_ends(fd, session_id, entries, size)
+            scan, mark = self._scan_from(fd, session_id, stride, entries)
+        except IndexDamaged:  # a settled mark changed: the index is rebuilt from the log
+            stride, entries, kept = log_index.STRIDE, [], None
+            scan, mark = self._scan_from(fd, session_id, stride, entries)
+        settling = scan.settling
+        scan.run(size)
+        if not entries and scan.first is None:  # empty, or only a torn line: not a session log
+            check_session([], session_id, name)
         if verify:
-            kept = self._verified_against_index(session_id, new)
-        if end + base.offset < size and writable:
-            self.torn = self._cut_tail(buf[end:], base.offset + end)
+            kept = self._verified_against_index(session_id, scan.entries)
+        if scan.end < size and writable:
+            self.torn = self._cut_tail(scan.torn, scan.end)
+        new = scan.entries
         entries = [*entries, *new]
-        tail = events[len(new) * stride :]
-        chainer = Chainer(entries[-1].digest if entries else b"")
-        chainer.update(memoryview(buf)[covered:end])
+        settled = scan.settled if scan.settled >= 0 else (entries[mark].seq if mark >= 0 else 0)
         writer = IndexWriter(self.path.parent, session_id, stride, kept) if writable else None
         self._index = _Indexing(
-            session_id, stride, entries, chainer, len(tail), base.offset + end, writer
+            session_id, stride, entries, scan.chainer, len(scan.tail), scan.end, writer, settling
         )
-        self._synced = base.offset + end
+        self._synced = scan.end
         if new and writable:
             os.fsync(fd)  # the index names only lines an fsync covered
             self._index.flush(self.path.parent)
-        return LogEvents(fd, name, session_id, entries, tail)
+        first = first or scan.first
+        events = LogEvents(fd, name, session_id, entries, scan.tail, first, settled)
+        self._index.events = events
+        return events
+
+    def _scan_from(
+        self, fd: int, session_id: str, stride: int, entries: list[Entry]
+    ) -> tuple[_Scan, int]:
+        """The scan of what follows the index, its settling fed from the last settled entry
+        (the chunks after it are read: calls left open across them); and that entry's place."""
+        name = self.path.name
+        mark = log_index.watermark(entries)
+        base = entries[-1] if entries else log_index.START
+        scan = _Scan(fd, name, session_id, stride, Settling(), base)
+        for k in range(mark + 1, len(entries)):
+            data = check_chunk(fd, name, session_id, entries, k)  # IndexDamaged: rebuild
+            scan.settle(decode_chunk(data, name, session_id, entries, k))
+        return scan, mark
+
+    def _check_ends(
+        self, fd: int, session_id: str, entries: list[Entry], size: int
+    ) -> Event | None:
+        """Hash (not decode) the first and the last verified chunk, and the one whose settled
+        mark open relies on; decode record 1 only. CorruptLog when one changed or the log is
+        shorter than its index; IndexDamaged when only a settled mark was changed."""
+        name = self.path.name
+        if not entries:
+            return None
+        if entries[-1].offset > size:
+            raise CorruptLog(
+                f"{name} ends before line {entries[-1].seq}, which was written and "
+                f"verified ({log_index.NAME}): records were lost (if an older copy of the "
+                f"log was put back on purpose, remove {log_index.NAME}); {UNCHANGED}"
+            )
+        head = check_chunk(fd, name, session_id, entries, 0)
+        first = parse_log(head[: head.find(b"\n") + 1], name)[0]
+        check_session(first, session_id, name)
+        mark = log_index.watermark(entries)
+        for k in sorted({len(entries) - 1, mark} - {0, -1}):
+            check_chunk(fd, name, session_id, entries, k)
+        return first[0]
 
     def _verified_against_index(self, session_id: str, entries: list[Entry]) -> int | None:
         """How many entries of the index on disk the full check confirmed (None: none is there
-        to confirm); CorruptLog naming the lines whose bytes differ from what it verified."""
+        to confirm, or it has to be written afresh); CorruptLog naming the lines whose bytes
+        differ from what it verified."""
         old = log_index.read(self.path.parent, session_id)
         if old is None or old[0] != log_index.STRIDE:
             return None
         for k, (was, now) in enumerate(zip(old[1], entries, strict=False)):
+            if was.settled != now.settled:
+                return None  # the index's mark was wrong (changed): the digests chain apart
             if was != now:
                 first = k * log_index.STRIDE + 1
                 raise CorruptLog(
@@ -207,10 +245,17 @@ class EventLog:
         """Write one full line (`write`); fsync when durable (then it survives power loss).
 
         A session appends through its group commit (kernel/store/commit.py) instead, which
-        writes with `write` and fsyncs once per round with `sync`."""
+        writes with `write` and fsyncs once per round with `sync` (after `note`)."""
+        self.note(event)
         self.write(encode_event(event) + b"\n", event.kind)
         if durable:
             self.sync()
+
+    def note(self, event: Event) -> None:
+        """Tell the index the record about to be written (in seq order, before its `write`):
+        the settled mark of the entry it may end is kept from it (kernel/store/pending.py)."""
+        if self._index is not None:
+            self._index.note(event)
 
     def write(self, line: bytes, kind: str) -> None:
         """Write one encoded line with O_APPEND, not fsynced. A failed write (a full disk) is
@@ -308,18 +353,33 @@ class _Indexing:
         count: int,
         offset: int,
         writer: IndexWriter | None,
+        settling: Settling,
     ) -> None:
         self.session_id, self.stride, self.entries = session_id, stride, list(entries)
         self.chainer, self.count, self.offset, self.writer = chainer, count, offset, writer
         self.seq = (entries[-1].seq if entries else 0) + count
         self.pending = False  # entries made since the last flush
         self.broken = False  # a write or fsync of the log failed: no entry is written after
+        self.settling = settling
+        self.marks: dict[int, bool] = {}  # noted, not yet written: seq -> settled (entries)
+        self.events: LogEvents | None = None  # the open log's records: their watermark
+
+    def note(self, event: Event) -> None:
+        """Called by the appending thread, in seq order, before the line is written."""
+        self.settling.add(event)
+        seq = event.seq or 0
+        settled = self.settling.settled
+        if settled and self.events is not None:
+            self.events.settled = seq
+        if seq % self.stride == 0:
+            self.marks[seq] = settled
 
     def wrote(self, line: bytes) -> None:
         self.chainer.update(line)
         self.count, self.offset, self.seq = self.count + 1, self.offset + len(line), self.seq + 1
         if self.count == self.stride:
-            self.entries.append(Entry(self.seq, self.offset, self.chainer.close()))
+            settled = self.marks.pop(self.seq, False)  # not noted: never claimed settled
+            self.entries.append(Entry(self.seq, self.offset, self.chainer.close(settled), settled))
             self.count, self.pending = 0, True
 
     def flush(self, directory: Path, synced: int | None = None) -> None:
@@ -340,6 +400,75 @@ class _Indexing:
         self.pending = len(due) < len(self.entries)
 
 
+class _Scan:
+    """The strict, streaming check of the log from an entry on: every complete line decodes,
+    follows in seq and is this session's (log_parse.py); every full chunk of `stride` lines
+    becomes an entry (digest and settled mark). Only the records after the last full chunk are
+    kept decoded (`tail`), so memory does not grow with the log: a first open (no index) and
+    --verify read a 1M-record log in constant memory."""
+
+    BLOCK = 1 << 22
+
+    def __init__(
+        self, fd: int, name: str, session_id: str, stride: int, settling: Settling, base: Entry
+    ) -> None:
+        self.fd, self.name, self.session_id, self.stride = fd, name, session_id, stride
+        self.settling = settling
+        self.base = base
+        self.entries: list[Entry] = []
+        self.tail: list[Event] = []
+        self.chainer = Chainer(base.digest)
+        self.first: Event | None = None
+        self.end = base.offset  # the end of the last complete line
+        self.torn = b""  # the bytes after it
+        self.settled = -1  # the last seq after which every call had its outcome (-1: none)
+
+    def run(self, size: int) -> None:
+        position, carry = self.base.offset, b""
+        seq, count = self.base.seq, 0
+        while position < size:
+            block = os.pread(self.fd, min(self.BLOCK, size - position), position)
+            if not block:
+                break
+            position += len(block)
+            data = carry + block if carry else block
+            complete = data.rfind(b"\n") + 1
+            carry = data[complete:]
+            start = 0
+            while start < complete:
+                stop, lines = start, 0
+                while lines < self.stride - count:
+                    found = data.find(b"\n", stop, complete)
+                    if found < 0:
+                        break
+                    stop, lines = found + 1, lines + 1
+                piece = data[start:stop]
+                if seq == 0:  # the first line is named as not this session's record first
+                    head = parse_log(piece[: piece.find(b"\n") + 1], self.name)[0]
+                    check_session(head, self.session_id, self.name)
+                events, _ = parse_log(piece, self.name, seq + 1, self.session_id)
+                if seq == 0:
+                    self.first = events[0]
+                self.settle(events)
+                self.chainer.update(piece)
+                seq, count, self.end = seq + lines, count + lines, self.end + len(piece)
+                start = stop
+                if count == self.stride:
+                    settled = self.settling.settled
+                    self.entries.append(Entry(seq, self.end, self.chainer.close(settled), settled))
+                    count, self.tail = 0, []
+                else:
+                    self.tail.extend(events)
+        self.torn = carry
+
+    def settle(self, events: list[Event]) -> None:
+        add, settling = self.settling.add, self.settling
+        for event in events:
+            add(event)
+            if settling.settled:
+                self.settled = event.seq or 0
+
+
 _STOPPED = (
     "the run stopped rather than write into a file nobody reads (a tool or a shell command "
     "changed jmp's own log); nothing more was written"
@@ -350,14 +479,6 @@ def _read_all(fd: int) -> bytes:
     chunks = []
     while chunk := os.read(fd, 1 << 20):
         chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _pread_all(fd: int, size: int, offset: int) -> bytes:
-    chunks = []
-    while size > 0 and (chunk := os.pread(fd, min(size, 1 << 24), offset)):
-        chunks.append(chunk)
-        offset, size = offset + len(chunk), size - len(chunk)
     return b"".join(chunks)
 
 

@@ -7,6 +7,18 @@ digest in the index before one of its records is handed out: a line changed afte
 verified raises CorruptLog naming its lines wherever it is read (projection, recall, compact,
 replay). A few chunks are kept decoded, so memory does not grow with history; what is appended
 while the session is open is kept, as before.
+
+The reading API (for the front ends that page history, e.g. ACP session/load):
+
+- `len(events)`, `events[i]` (record seq i+1), `events[a:b]` (a list), iteration in order;
+- `events.since(seq)`: the records from `seq` on, read chunk by chunk (the cheap way to page
+  forwards: memory stays a few chunks);
+- `reversed(events)`: newest first, read chunk by chunk backwards (the cheap way to find the
+  last N turns: stop when enough was seen);
+- `events.first`: the session record (decoded at open); `events.settled`: the seq before which
+  every tool call has its outcome (kernel/store/pending.py reads only what follows).
+
+Every read may raise CorruptLog (a changed line); none writes anything.
 """
 
 from __future__ import annotations
@@ -35,8 +47,17 @@ class LogEvents(Sequence[Event]):
     (decoded, and grown by `append`). Holds its own read-only descriptor of the log."""
 
     def __init__(
-        self, fd: int, name: str, session_id: str, entries: list[Entry], tail: list[Event]
+        self,
+        fd: int,
+        name: str,
+        session_id: str,
+        entries: list[Entry],
+        tail: list[Event],
+        first: Event | None = None,
+        settled: int = 0,
     ) -> None:
+        """`first`: record 1 when the prefix holds it (decoded at open); `settled`: the
+        watermark (kernel/store/pending.py)."""
         self._fd = os.dup(fd)
         weakref.finalize(self, _close, self._fd)
         self._name = name
@@ -44,8 +65,15 @@ class LogEvents(Sequence[Event]):
         self._entries = entries
         self._prefix = entries[-1].seq if entries else 0
         self._tail = tail
+        self._first = first if entries else None
+        self.settled = settled
         self._chunks: OrderedDict[int, list[Event]] = OrderedDict()
         self._reading = threading.Lock()  # the chunk cache: the commit thread reads too
+
+    @property
+    def first(self) -> Event:
+        """Record 1, the session record (IndexError when there is none)."""
+        return self[0]
 
     @property
     def prefix(self) -> int:
@@ -74,6 +102,8 @@ class LogEvents(Sequence[Event]):
     def _at(self, index: int) -> Event:
         if index >= self._prefix:
             return self._tail[index - self._prefix]
+        if index == 0 and self._first is not None:
+            return self._first  # the session's header: every open reads it
         stride = self._stride()
         return self._chunk(index // stride)[index % stride]
 
@@ -152,21 +182,51 @@ class LogEvents(Sequence[Event]):
         return events
 
 
-def read_chunk(fd: int, name: str, session_id: str, entries: list[Entry], k: int) -> list[Event]:
-    """Chunk k's records, after checking its bytes against the index (CorruptLog if not)."""
+class IndexDamaged(Exception):
+    """A chunk's bytes match its digest only with the other settled mark: the index's mark
+    was changed, not the log (open rebuilds the index by a full check)."""
+
+
+def check_chunk(fd: int, name: str, session_id: str, entries: list[Entry], k: int) -> bytes:
+    """Chunk k's bytes, hashed (not decoded) and checked against the index: CorruptLog naming
+    its lines when they changed, IndexDamaged when only the entry's settled mark did."""
     entry = entries[k]
-    previous = entries[k - 1] if k else Entry(0, 0, b"")
+    previous = entries[k - 1] if k else log_index.START
     size = entry.offset - previous.offset
     data = os.pread(fd, size, previous.offset)
-    first, last = previous.seq + 1, entry.seq
-    if len(data) != size or log_index.chain(previous.digest, data) != entry.digest:
+    if len(data) == size:
+        if log_index.chain(previous.digest, data, entry.settled) == entry.digest:
+            return data
+        if log_index.chain(previous.digest, data, not entry.settled) == entry.digest:
+            raise IndexDamaged(k)
+    raise CorruptLog(
+        f"{name} lines {previous.seq + 1}-{entry.seq} changed after they were written and "
+        f"verified (their bytes no longer match {log_index.NAME}): the log was edited or damaged "
+        f"on disk. `jmp --session {session_id} --verify` checks every line; nothing was written"
+    )
+
+
+def read_chunk(fd: int, name: str, session_id: str, entries: list[Entry], k: int) -> list[Event]:
+    """Chunk k's records, after checking its bytes against the index (CorruptLog if not)."""
+    try:
+        data = check_chunk(fd, name, session_id, entries, k)
+    except IndexDamaged:
         raise CorruptLog(
-            f"{name} lines {first}-{last} changed after they were written and verified (their "
-            f"bytes no longer match {log_index.NAME}): the log was edited or damaged on disk. "
-            f"`jmp --session {session_id} --verify` checks every line; nothing was written"
-        )
+            f"{log_index.NAME} of session {session_id} was changed (entry {k}'s settled mark "
+            f"no longer matches its digest): `jmp --session {session_id} --verify` rebuilds it "
+            "from the log; nothing was written"
+        ) from None
+    return decode_chunk(data, name, session_id, entries, k)
+
+
+def decode_chunk(
+    data: bytes, name: str, session_id: str, entries: list[Entry], k: int
+) -> list[Event]:
+    """The records of chunk k's bytes (checked by `check_chunk`)."""
+    previous = entries[k - 1] if k else log_index.START
+    first, last = previous.seq + 1, entries[k].seq
     events, end = parse_log(data, name, first, session_id)
-    if end != size or len(events) != last - previous.seq:  # only a forged index gets here
+    if end != len(data) or len(events) != last - previous.seq:  # only a forged index gets here
         raise CorruptLog(f"{name} lines {first}-{last} do not match {log_index.NAME}")
     return events
 

@@ -2,16 +2,19 @@
 
 Beside events.jsonl, written only by the holder of the session lock. A header (magic, format,
 stride, session id) and then one fixed-size entry per `stride` records: entry k says that
-records 1 to (k+1)*stride end at byte `offset` of the log and that the bytes of chunk k (its
-`stride` lines) chain to `digest` (BLAKE2b-128 of entry k-1's digest followed by chunk k's
-bytes). Header and entries each carry a CRC-32 of themselves, so damage to this file is told
-apart from a change to the log.
+records 1 to (k+1)*stride end at byte `offset` of the log, whether every tool call among them
+has its outcome (`settled`: kernel/store/pending.py would find none unsettled in them), and
+that the bytes of chunk k (its `stride` lines) chain to `digest` (BLAKE2b-128 of entry k-1's
+digest, chunk k's bytes and the settled byte). Header and entries each carry a CRC-32 of
+themselves, so damage to this file is told apart from a change to the log.
 
 Derived and disposable, never trusted over the log: an entry is written only once an fsync of
-the log covered its bytes, and is fsynced itself; a missing, foreign or other-format file is
-rebuilt from the log by a full check, a damaged entry is dropped with everything after it. A
-chunk whose bytes no longer chain to their digest is a changed log (CorruptLog), not a stale
-index: nothing legitimate rewrites a line once it is written.
+the log covered its bytes, and is fsynced itself; a missing, foreign or other-format file
+(format 1 had no settled mark) is rebuilt from the log by a full check, a damaged entry is
+dropped with everything after it. A chunk whose bytes no longer chain to their digest is a
+changed log (CorruptLog), not a stale index: nothing legitimate rewrites a line once it is
+written. A settled mark changed without its digest is a damaged index (rebuilt); see
+docs/DECISIONS.md for what a forger who rewrites the chain could hide, and `--verify`.
 """
 
 from __future__ import annotations
@@ -29,31 +32,40 @@ from kernel.store.guard import NOFOLLOW
 
 NAME = "events.index"
 MAGIC = b"JMPLOGIX"
-FORMAT = 1
+FORMAT = 2  # 1: no settled mark (such a file is rebuilt)
 # Records per entry: open hashes two chunks of this many lines and parses the rest. The chaos
 # runner's power campaigns set JMP_LOG_INDEX_STRIDE small, so that cuts land on index writes.
 _STRIDE_ENV = os.environ.get("JMP_LOG_INDEX_STRIDE", "")
 STRIDE = int(_STRIDE_ENV) if _STRIDE_ENV.isdigit() and int(_STRIDE_ENV) > 0 else 1024
 _HEADER = struct.Struct("<8sII32s")  # magic, format, stride, session id (ASCII hex)
-_ENTRY = struct.Struct("<QQ16s")  # seq, offset, digest
+_ENTRY = struct.Struct("<QQ16sI")  # seq, offset, digest, flags (bit 0: settled)
 _CRC = struct.Struct("<I")
 HEADER_SIZE = _HEADER.size + _CRC.size
 ENTRY_SIZE = _ENTRY.size + _CRC.size
 
 
 class Entry(NamedTuple):
-    """Records 1..seq end at byte `offset`; the last chunk of them chains to `digest`."""
+    """Records 1..seq end at byte `offset`; the last chunk of them chains to `digest`; with
+    `settled`, every call started in records 1..seq has its outcome (pending.Settling)."""
 
     seq: int
     offset: int
     digest: bytes
+    settled: bool = False
 
 
-def chain(previous: bytes, data: bytes | memoryview) -> bytes:
-    """The digest of a chunk's bytes following the chunk whose digest is `previous`."""
+START = Entry(0, 0, b"", True)  # before record 1: nothing started, nothing unsettled
+
+
+def chain(previous: bytes, data: bytes | memoryview, settled: bool) -> bytes:
+    """The digest of a chunk's bytes and settled mark, after the chunk digested `previous`."""
     hasher = hashlib.blake2b(previous, digest_size=16)
     hasher.update(data)
+    hasher.update(_SETTLED[settled])
     return hasher.digest()
+
+
+_SETTLED = {False: b"\0", True: b"\1"}
 
 
 class Chainer:
@@ -65,8 +77,9 @@ class Chainer:
     def update(self, line: bytes | memoryview) -> None:
         self._hasher.update(line)
 
-    def close(self) -> bytes:
+    def close(self, settled: bool) -> bytes:
         """This chunk's digest; the chainer then starts the next chunk from it."""
+        self._hasher.update(_SETTLED[settled])
         digest = self._hasher.digest()
         self._hasher = hashlib.blake2b(digest, digest_size=16)
         return digest
@@ -108,9 +121,11 @@ def read(directory: Path, session_id: str) -> tuple[int, list[Entry], bool] | No
         fields = _unpack(_ENTRY, bytes(body[start : start + ENTRY_SIZE]))
         if fields is None:
             return stride, entries, True
-        entry = Entry(*fields)  # type: ignore[arg-type]
-        previous = entries[-1] if entries else Entry(0, 0, b"")
-        if entry.seq != previous.seq + stride or entry.offset <= previous.offset:
+        seq, offset, digest, flags = fields
+        entry = Entry(seq, offset, digest, flags == 1)  # type: ignore[arg-type]
+        previous = entries[-1] if entries else START
+        misplaced = entry.seq != previous.seq + stride or entry.offset <= previous.offset
+        if misplaced or flags not in (0, 1):
             return stride, entries, True  # misplaced: this file is damaged from here
         entries.append(entry)
     return stride, entries, len(body) % ENTRY_SIZE != 0
@@ -147,7 +162,7 @@ class IndexWriter:
 
     def _replace(self, entries: list[Entry]) -> None:
         header = _pack(_HEADER, MAGIC, FORMAT, self.stride, self.session_id.encode())
-        body = b"".join(_pack(_ENTRY, *e) for e in entries)
+        body = b"".join(_pack_entry(e) for e in entries)
         write_atomic(self.directory, NAME, header + body, mode=0o644)
 
     def _append(self, entries: list[Entry], kept: int) -> None:
@@ -155,24 +170,19 @@ class IndexWriter:
         try:
             os.ftruncate(fd, HEADER_SIZE + kept * ENTRY_SIZE)  # a torn or damaged end goes
             os.lseek(fd, 0, os.SEEK_END)
-            write_all(fd, b"".join(_pack(_ENTRY, *e) for e in entries))
+            write_all(fd, b"".join(_pack_entry(e) for e in entries))
             os.fsync(fd)
         finally:
             os.close(fd)
 
 
-def boundaries(data: bytes, end: int, stride: int, previous: Entry) -> tuple[list[Entry], int]:
-    """The entries for every full chunk of lines in data[:end] (complete lines that follow
-    `previous`'s records, from byte previous.offset of the log), and how many bytes they cover."""
-    entries: list[Entry] = []
-    start, base = 0, previous.offset
-    while True:
-        stop = start
-        for _ in range(stride):
-            stop = data.find(b"\n", stop, end) + 1
-            if stop == 0:
-                return entries, start
-        digest = chain(previous.digest, memoryview(data)[start:stop])
-        previous = Entry(previous.seq + stride, base + stop, digest)
-        entries.append(previous)
-        start = stop
+def _pack_entry(entry: Entry) -> bytes:
+    return _pack(_ENTRY, entry.seq, entry.offset, entry.digest, int(entry.settled))
+
+
+def watermark(entries: list[Entry]) -> int:
+    """The position of the last settled entry (-1: none is)."""
+    for k in range(len(entries) - 1, -1, -1):
+        if entries[k].settled:
+            return k
+    return -1

@@ -7,6 +7,11 @@ worker went away; a log from before the `interrupted` field says only this). A c
 at a limit (`reason` "timeout" or "output_cap") is not: its process tree is known dead.
 An interrupted call is *recorded* once a `tool_uncertain` names it, and *settled* once a
 `tool_uncertain` with `acknowledged: true` does. Nothing here ever re-runs anything.
+
+A session's log (a LogEvents) knows its settled watermark: the last events.index entry before
+which every call has its outcome (kernel/store/log_index.py; kept record by record by
+`Settling`). `unsettled` then reads only the records after it, so asking costs about an open,
+not a walk of the history; a plain list is read whole.
 """
 
 from __future__ import annotations
@@ -82,8 +87,63 @@ def _running(finished: ToolFinishedData) -> bool:
 
 
 def unsettled(events: Sequence[Event]) -> list[CallRecord]:
-    """Interrupted calls not yet acknowledged: these block a run until --ack-interrupted."""
+    """Interrupted calls not yet acknowledged: these block a run until --ack-interrupted.
+
+    Of a session's log, only the records after its settled watermark are read: every call
+    started before it has its outcome, and records after it about those calls cannot make
+    one unsettled again (a call is acknowledged once for good; its end is written once)."""
+    from kernel.store.log_events import LogEvents  # the store's own sequence, on its side
+
+    if isinstance(events, LogEvents):
+        events = list(events.since(events.settled + 1))
     return [r for r in interrupted(events) if not r.acknowledged]
+
+
+class Settling:
+    """Whether `unsettled` of the records fed so far would be empty, kept record by record
+    (the settled mark of each events.index entry). Holds only the calls still open and the
+    last shell command, so its memory does not grow with history. Fed from a settled point
+    (an entry marked settled, or record 1), it answers for everything since record 1."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, CallRecord] = {}  # started, no end, not acknowledged
+        self._last_shell: CallRecord | None = None
+
+    def add(self, event: Event) -> None:
+        data = event.data
+        if isinstance(data, ToolStartedData):
+            started = CallRecord(started=data)
+            self._open[data.call_id] = started
+            if is_shell(data.tool):
+                self._last_shell = started
+            return
+        if not isinstance(data, ToolFinishedData | ToolUncertainData):
+            return
+        record: CallRecord | None = self._open.get(data.call_id)
+        shell = self._last_shell
+        if record is None and shell is not None and shell.call_id == data.call_id:
+            record = shell
+        if record is None:
+            return  # a call settled before (or never started): nothing changes
+        if isinstance(data, ToolFinishedData):
+            record.finished = data
+        else:
+            record.uncertain = data
+            record.acknowledged = record.acknowledged or data.acknowledged
+        if record.acknowledged or record.finished is not None:
+            self._open.pop(data.call_id, None)
+
+    @property
+    def settled(self) -> bool:
+        """No call fed so far is unsettled."""
+        shell = self._last_shell
+        left_running = (
+            shell is not None
+            and shell.finished is not None
+            and _running(shell.finished)
+            and not shell.acknowledged
+        )
+        return not self._open and not left_running
 
 
 def cause_of(record: CallRecord) -> UncertainCause:

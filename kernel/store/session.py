@@ -204,7 +204,9 @@ class Session:
                 raise RuntimeError(f"session {self.id} is closed")
             self._commit.check()
             event = make_event(self.id, self._next_seq(), time.time(), clean)
-            self._commit.add(event, encode_event(event) + b"\n")
+            line = encode_event(event) + b"\n"
+            self._log.note(event)  # the index's settled mark, in seq order before the write
+            self._commit.add(event, line)
             self.events.append(event)
         if durable or self._commit.backlog > MAX_BACKLOG:
             self._commit.sync()
