@@ -13,7 +13,7 @@ second `make bench` does not write 375 MB again. Rows:
 - open; verify (`--verify`: every line); projection (the router's, the first request's after
   open: from the latest checkpoint, without the recall cache, which a real session keeps up to
   date); replay (`jmp --json --session ID`, no prompt: the saved answer); acp load (what
-  `session/load` would send); compact (`--compact`, on a copy).
+  `session/load` sends: its last turns, acp_server/history.py); compact (`--compact`, on a copy).
 
 Peak RSS is the process's (VmHWM), with what the imports alone reach beside it.
 
@@ -194,7 +194,14 @@ elif op == "projection":
 elif op == "acp load":
     with Session.open(Path(home), sid) as s:
         count = size = 0
-        for update in Translator(s.workspace, s.artifacts.read_text).replay(s.events):
+        events = s.events
+        try:  # what session/load replays now: the last turns (acp_server/history.py)
+            from acp_server.history import Tail, load_turns, window
+            shown = window(events, load_turns())
+            events = Tail(events, shown.start, shown.end)
+        except ImportError:  # an older checkout: the whole history
+            pass
+        for update in Translator(s.workspace, s.artifacts.read_text).replay(events):
             count += 1
             size += len(update.model_dump_json(by_alias=True, exclude_none=True))
         extra = {"updates": count, "bytes": size}
@@ -247,8 +254,7 @@ def _row(n: int, size: int, op: str, label: str, r: dict[str, Any]) -> str:
 
 
 CACHE = Path("/tmp/jmp-bench-long")
-SHAPED_BY = (  # the code whose change changes the bytes written: part of the cache key
-    "bench/long_session.py",
+SHAPED_BY = (  # the code whose change changes the bytes written (and write_log's own source)
     "protocol/events.py",
     "protocol/codec.py",
     "kernel/store/log_index.py",
@@ -263,8 +269,10 @@ def cached_log(n: int) -> tuple[Path, str, float]:
     """(home, session id, seconds it took to write) of an n-record log, written once per
     version of the code that shapes it; built under a temporary name, renamed when whole."""
     import hashlib
+    import inspect
 
-    key = hashlib.sha256(str(GENERATOR).encode())
+    key = hashlib.sha256(f"{GENERATOR} {REQUESTS} {COMPACT_EVERY} {OUT}".encode())
+    key.update(inspect.getsource(write_log).encode())
     for name in SHAPED_BY:
         key.update((ROOT / name).read_bytes())
     home = CACHE / f"{key.hexdigest()[:12]}-{n}"
