@@ -1,17 +1,16 @@
 """ACP `session/load` of long sessions (issue 25): time, peak RSS, updates and bytes sent, at 1k,
 100k and 1M events, beside `Session.open` of the same log.
 
-The logs are bench/long_session.py's (`write_log`, in a child process: ten-record turns of a
-user request, four tool calls and a completed answer), opened once first so that events.index
-exists. Each load
-is a fresh `python main.py --acp` driven by a hand-framed JSON-RPC client (so the client's own
-decoding costs nothing): `initialize`, `session/list` (waits until the SDK has loaded), then
-`session/load` timed from its request to its response, every notification before it counted
-with its bytes on the wire. Peak RSS is the agent process's VmHWM, with what it held before
-the load beside it. Rows: the default (the last JMP_ACP_LOAD_TURNS=50 turns) on the first load
-(no acp-modes.json yet: the mode and approvals are read from the log's bytes) and again (from
-acp-modes.json), and for the smaller sizes the whole history (JMP_ACP_LOAD_TURNS=0, what every
-load sent before). `open` is bench/long_session.py's row: a fresh process, Session.open alone.
+The logs are bench/long_session.py's (`write_log`, in a child process), opened once first so
+that events.index is the one a full check builds. Each load is a fresh `python main.py --acp`
+driven by a hand-framed JSON-RPC client (so the client's own decoding costs nothing):
+`initialize`, `session/list` (answered once the SDK has loaded), then `session/load` timed from
+its request to its response, every notification before it counted with its bytes on the wire.
+Peak RSS is the agent process's VmHWM, with what it held before the load beside it. Rows: the
+default (the last JMP_ACP_LOAD_TURNS=50 turns) on the first load (no acp-modes.json yet: the
+mode and approvals are read from the log's bytes) and again (from acp-modes.json), and for the
+smaller sizes the whole history (JMP_ACP_LOAD_TURNS=0, what every load sent before). `open` is
+bench/long_session.py's row: a fresh process, Session.open alone.
 
     python -m bench acp_load        (JMP_BENCH_ACP_LOAD=1000,100000 for fewer sizes;
                                      JMP_BENCH_ACP_LOAD_ALL=100000: the largest size replayed whole)
