@@ -40,6 +40,7 @@ STRIDE = int(_STRIDE_ENV) if _STRIDE_ENV.isdigit() and int(_STRIDE_ENV) > 0 else
 _HEADER = struct.Struct("<8sII32s")  # magic, format, stride, session id (ASCII hex)
 _ENTRY = struct.Struct("<QQ16sI")  # seq, offset, digest, flags (bit 0: settled)
 _CRC = struct.Struct("<I")
+_RECORD = struct.Struct(_ENTRY.format + "I")  # an entry and its CRC
 HEADER_SIZE = _HEADER.size + _CRC.size
 ENTRY_SIZE = _ENTRY.size + _CRC.size
 
@@ -116,19 +117,20 @@ def read(directory: Path, session_id: str) -> tuple[int, list[Entry], bool] | No
     if stride <= 0:
         return None
     entries: list[Entry] = []
-    body = memoryview(raw)[HEADER_SIZE:]
-    for start in range(0, len(body) - ENTRY_SIZE + 1, ENTRY_SIZE):
-        fields = _unpack(_ENTRY, bytes(body[start : start + ENTRY_SIZE]))
-        if fields is None:
+    whole = (len(raw) - HEADER_SIZE) // ENTRY_SIZE * ENTRY_SIZE
+    body = memoryview(raw)[HEADER_SIZE : HEADER_SIZE + whole]
+    crc32, previous = zlib.crc32, START
+    # One pass in C over the fixed-size records (an open at 1M records reads about 1,000).
+    for k, (seq, offset, digest, flags, crc) in enumerate(_RECORD.iter_unpack(body)):
+        start = k * ENTRY_SIZE
+        if crc32(body[start : start + _ENTRY.size]) != crc:
             return stride, entries, True
-        seq, offset, digest, flags = fields
-        entry = Entry(seq, offset, digest, flags == 1)  # type: ignore[arg-type]
-        previous = entries[-1] if entries else START
-        misplaced = entry.seq != previous.seq + stride or entry.offset <= previous.offset
+        misplaced = seq != previous.seq + stride or offset <= previous.offset
         if misplaced or flags not in (0, 1):
             return stride, entries, True  # misplaced: this file is damaged from here
-        entries.append(entry)
-    return stride, entries, len(body) % ENTRY_SIZE != 0
+        previous = Entry(seq, offset, digest, flags == 1)
+        entries.append(previous)
+    return stride, entries, len(raw) - HEADER_SIZE != whole
 
 
 class IndexWriter:
