@@ -90,7 +90,9 @@ def note(shown: Window) -> AgentMessageChunk | None:
     """The first update of a replay that leaves records out, in the person's words."""
     if shown.omitted <= 1:  # only the session record: nothing a person would miss
         return None
-    which = f"the last {shown.turns:,} requests" if shown.turns else "the end of the last one"
+    which = f"the last {shown.turns:,} requests" if shown.turns > 1 else "the last request"
+    if not shown.turns:
+        which = "the end of the last request"  # one turn longer than the bound
     text = (
         f"(Earlier history not shown: records 1 to {shown.omitted:,} of this session's "
         f"{shown.end:,} are not replayed here; what follows is {which}. jmp keeps the whole "

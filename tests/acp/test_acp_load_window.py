@@ -183,3 +183,16 @@ def test_the_mode_and_approvals_come_from_the_log_and_acp_modes_json(
     (short_tmp / "elsewhere.json").write_text(forged)
     with pytest.raises(SessionRefused, match=r"acp-modes\.json is a symbolic link"):
         Session.open(home, sid)  # as any link in a session directory (kernel/store/guard.py)
+
+
+def test_the_note_names_what_follows() -> None:
+    def said(shown: history.Window) -> str:
+        note = history.note(shown)
+        assert note is not None
+        return str(note.content.text)
+
+    assert "the last 3 requests" in said(history.Window(40, 100, 3))
+    assert "what follows is the last request." in said(history.Window(40, 100, 1))
+    assert "the end of the last request" in said(history.Window(40, 100, 0))
+    assert "records 1 to 40 of this session's 100" in said(history.Window(40, 100, 3))
+    assert history.note(history.Window(1, 100, 3)) is None  # only the session record left out
