@@ -33,8 +33,9 @@ from kernel.store.guard import NOFOLLOW
 NAME = "events.index"
 MAGIC = b"JMPLOGIX"
 FORMAT = 2  # 1: no settled mark (such a file is rebuilt)
-# Records per entry: open hashes two chunks of this many lines and parses the rest. The chaos
-# runner's power campaigns set JMP_LOG_INDEX_STRIDE small, so that cuts land on index writes.
+# Records per entry: open hashes two or three chunks of this many lines and parses the rest.
+# JMP_LOG_INDEX_STRIDE sets it small so that a short session has entries (a kill or power
+# campaign could then cut on index writes; the chaos runner does not set it today).
 _STRIDE_ENV = os.environ.get("JMP_LOG_INDEX_STRIDE", "")
 STRIDE = int(_STRIDE_ENV) if _STRIDE_ENV.isdigit() and int(_STRIDE_ENV) > 0 else 1024
 _HEADER = struct.Struct("<8sII32s")  # magic, format, stride, session id (ASCII hex)
