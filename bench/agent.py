@@ -97,8 +97,11 @@ class JmpSide:
 
 
 def jmp_phases(events: list[tuple[float, Any]]) -> dict[str, list[float]]:
-    """Per-phase milliseconds of every full step (tool_finished to tool_finished)."""
-    seen = [(t, e) for t, e in events if e.kind != "model_progress"]
+    """Per-phase milliseconds of every full step (tool_finished to tool_finished), by when
+    the kernel appended each record (its `time`): announcements come in groups, once an fsync
+    covered them (kernel/store/commit.py), so their arrival times say when a round ended,
+    not where the step spent its time."""
+    seen = [(e.time, e) for _, e in events if e.kind != "model_progress"]
     out: dict[str, list[float]] = {label: [] for *_, label in PHASES}
     model = out.setdefault("model calls, worker-side (usage.seconds)", [])
     ends = [i for i, (_, e) in enumerate(seen) if e.kind == "tool_finished"]

@@ -14,6 +14,8 @@ import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -28,9 +30,11 @@ from protocol.codec import encode_event
 from protocol.events import (
     Event,
     ModelProgressData,
+    ModelStartedData,
     RouteData,
     ToolFinishedData,
     ToolStartedData,
+    UsageData,
     UserData,
 )
 from tests.fakes.stepper import text
@@ -135,6 +139,47 @@ def test_records_of_one_step_share_an_fsync_and_a_durable_one_is_on_disk_when_ap
         assert calls.seen[-1] == ("fsync", str(s.directory / "events.jsonl"))
         log_syncs = [p for op, p in calls.seen if op == "fsync" and p.endswith("events.jsonl")]
     assert 1 <= len(log_syncs) < 21  # grouped: far fewer fsyncs than records
+
+
+def test_a_tools_result_is_synced_at_once_and_the_next_route_rides_on_its_tool_started(
+    home: Path, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pipelining (kernel/store/commit.py): `tool_finished` gets a round of its own while
+    the agent routes on; the route's records wait (here the gather deadline is an hour, so
+    only a durable record can move them) and are written and announced with the next
+    `tool_started`, before it returns, in order, after the fsync that covers them."""
+    from kernel.store import commit
+
+    monkeypatch.setattr(commit, "GATHER_S", 3600.0)
+    heard: list[str] = []
+    got = threading.Event()
+
+    def subscriber(event: Event) -> None:
+        heard.append(event.kind)
+        if event.kind == "tool_finished":
+            got.set()
+
+    with Session.create(home, workspace, on_event=subscriber) as s:
+        calls = Calls(monkeypatch)
+        s.append(ToolFinishedData(call_id="c1", tool="bash", status="ok"))
+        assert got.wait(60), "a tool's result waited for a later round"
+        s.append(ModelStartedData(stage="route", model="jev"))
+        s.emit(ModelProgressData(stage="route", characters=3))  # waits behind it, in order
+        s.append(UsageData(provider="typesafe", stage="route", model="jev", seconds=0.1))
+        s.append(RouteData(choice="bash", confidence=0.9, context_bytes=1, probabilities={}))
+        time.sleep(0.3)  # the commit thread's chance to write them: it must not take it
+        assert heard == ["session", "tool_finished"]  # nothing written or shown of them yet
+        assert ("write", "model_started") not in calls.seen
+        s.append(ToolStartedData(call_id="c2", tool="bash", target="t", request=""), True)
+        assert heard[2:] == ["model_started", "model_progress", "usage", "route", "tool_started"]
+        writes = [(op, what) for op, what in calls.seen if op == "write"]
+        assert writes[-4:] == [
+            ("write", k) for k in ("model_started", "usage", "route", "tool_started")
+        ]
+        log = str(s.directory / "events.jsonl")
+        assert calls.seen[-1] == ("fsync", log)  # one fsync after the four lines
+        after_route = calls.seen[calls.seen.index(("write", "model_started")) :]
+        assert [x for x in after_route if x[0] == "fsync"] == [("fsync", log)]
 
 
 # --- what durable records name ------------------------------------------------------------

@@ -1,8 +1,9 @@
 """The worker loop shared by every worker kind: handshake, heartbeats, one request at a time.
 
-A worker never outlives its kernel: it exits (taking every descendant along) on PDEATHSIG, on a
-change of parent, or after KERNEL_SILENCE_S without a kernel message. It never crashes on a bad
-frame: it answers `Failed(bad_request)` with msgspec's message instead.
+A worker never outlives its kernel: it exits (taking every descendant along) once the kernel's
+pidfd says it is gone (passed by the warm pool, or by a cold spawn), on PDEATHSIG, on a change
+of parent, or after KERNEL_SILENCE_S without a kernel message (a wedged kernel). It never
+crashes on a bad frame: it answers `Failed(bad_request)` with msgspec's message instead.
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ from protocol.messages import (
 from workers.reaper import kill_tree
 from workers.workdir import enter_workdir
 
-KERNEL_SILENCE_S = 6.0  # no kernel message for this long: the kernel is gone or wedged (a loaded
-# 2-core machine starved the kernel's I/O thread past 3 s; PDEATHSIG, the ppid check and the
-# pidfd catch a dead kernel at once, so this only bounds a wedged one)
+# No kernel message for this long: the kernel is wedged (stopped, deadlocked). A dead kernel is
+# seen at once by its pidfd (both paths), PDEATHSIG and the ppid check (cold), so silence alone
+# is never taken for death sooner: at load 16-57 a live kernel's I/O thread was starved past
+# the 6 s this used to be, and its workers left it.
+KERNEL_SILENCE_S = 120.0
 SILENCE_ENV = "JMP_KERNEL_SILENCE_S"  # a shorter window (README "Configuration"): tests of it
 SILENCE_GRACE_MS = 1000  # after a stop, the socket's I/O thread needs a moment to deliver
 KERNEL_PID_ENV = "JMP_KERNEL_PID"
@@ -307,8 +310,12 @@ def _main_loop(loop: _Loop, orphaned: Callable[[], bool]) -> int:
         if now >= next_beat:
             loop.send(Heartbeat(pid=os.getpid(), busy=loop.busy))
             next_beat = now + HEARTBEAT_MS / 1000
-            if orphaned() or _kernel_silent(loop, now):
+            if orphaned():
                 print(f"{loop.kind} worker: kernel gone, exiting", file=sys.stderr)
+                return 3
+            if _kernel_silent(loop, now):
+                silent = f"{loop.silence_s:g} s"
+                print(f"{loop.kind} worker: kernel silent for {silent}, exiting", file=sys.stderr)
                 return 3
         ready = dict(poller.poll(max(1, int((next_beat - time.monotonic()) * 1000))))
         if loop.wake_r in ready and (status := loop.flush()) is not None:

@@ -103,6 +103,7 @@ class Settings:
             **bash_limits(env),
             other_secrets=environment_secrets(env),
         )
+        tool_ready_s(env)  # checked at start-up, read where the tool worker is started
         settings.validate()
         return settings
 
@@ -157,6 +158,14 @@ class Settings:
             "JMP_FLASH_ANSWER_CHARS": str(self.flash_answer_chars),
             "JMP_FLASH_ARGUMENTS_CHARS": str(self.flash_arguments_chars),
         }
+
+
+def tool_ready_s(env: Mapping[str, str] | None = None) -> float:
+    """JMP_TOOL_READY_S: how long the kernel waits for a starting tool worker's handshake
+    (kernel/supervision/restart.py TOOL_READY_S by default); ConfigError names a bad value."""
+    from kernel.supervision.restart import TOOL_READY_S  # the one timeout table
+
+    return _seconds(os.environ if env is None else env, "JMP_TOOL_READY_S", TOOL_READY_S)
 
 
 def bash_limits(env: Mapping[str, str] | None = None) -> dict[str, Any]:

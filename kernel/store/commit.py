@@ -3,9 +3,8 @@
 A subscriber (the CLI's printer, `on_event`, ACP) hears of a record only once an fsync of the
 log has covered it, so a power cut never takes back what was printed, and no `seq` that was
 shown is ever used again for another record. Records are not fsynced one by one: `add`
-queues a record's encoded line, and a *round* (run by the session's commit thread as soon as
-something is queued, or at once by `sync()` for a record that must be durable before an
-effect) does, in this order:
+queues a record's encoded line, and a *round* (run by the session's commit thread, or at once
+by `sync()` for a record that must be durable before an effect) does, in this order:
 
 1. fsync the artifacts held since the last round, their data and their directories, all in
    parallel: a line written to the log may reach the disk at any moment, synced or not, so no
@@ -14,6 +13,13 @@ effect) does, in this order:
 3. fsync the log, once for them all;
 4. hand the records it covered to the subscriber, in order; transient records (seq null)
    go in their place, after the records queued before them.
+
+When the commit thread runs a round: at once for a record added `soon` (a tool's result: it
+is synced while the agent projects and routes the next step) or a transient one with nothing
+unwritten before it; otherwise a record waits for a round that something else starts (a
+durable record's `sync` before an effect, a run's end, a soon record) but never more than
+GATHER_S. So a step's route and generation records share the fsync of its `tool_started`
+instead of one fsync each on the two cores the models' workers need.
 
 What is appended while a round runs waits for the next one: one fsync covers it all. A
 failed write or fsync stops the session for good: Linux may have dropped the pages of a
@@ -26,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -40,6 +47,9 @@ from protocol.events import Event
 STOPPED = "; the run stopped: nothing after it was recorded or shown"
 # Linux may drop the pages of a failed fsync: a later fsync that succeeds proves nothing.
 LOST = "; its data may be lost (no record names it)" + STOPPED
+# A record nobody hurries waits at most this long for its round (what it shows is no more
+# than this late; on an idle machine a step is shorter, so its records share one fsync).
+GATHER_S = 0.05
 _pool: ThreadPoolExecutor | None = None  # parallel fsyncs of one round, shared by sessions
 _pool_lock = threading.Lock()
 
@@ -83,13 +93,17 @@ class Commit:
         self._reported = False  # the failure was raised to a caller
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._unwritten = 0  # queued lines no round has written yet
+        self._oldest = 0.0  # when the oldest of them was added (monotonic)
+        self._hurry = False  # the commit thread runs a round now, not at the gather deadline
 
     # --- the appending side ---------------------------------------------------------
 
-    def add(self, event: Event, line: bytes | None) -> None:
+    def add(self, event: Event, line: bytes | None, soon: bool = False) -> None:
         """Queue a record (its encoded line, or None for a transient one), in seq order; its
-        announcement follows the fsync that covers it. StorageError once the commit failed
-        (a transient record is then dropped silently)."""
+        announcement follows the fsync that covers it, in a round started now when `soon`,
+        else within GATHER_S (the module docstring). StorageError once the commit failed (a
+        transient record is then dropped silently)."""
         with self._cond:
             if self._failure is not None:
                 if line is None:
@@ -97,6 +111,12 @@ class Commit:
                 self._raise()
             self._queue.append(_Item(event, line, self._generation))
             self._added += 1
+            if line is not None:
+                if not self._unwritten:
+                    self._oldest = time.monotonic()
+                self._unwritten += 1
+            if soon or not self._unwritten:  # a transient with nothing to wait for goes now
+                self._hurry = True
             if self._thread is None and not self._stopping:
                 self._thread = threading.Thread(target=self._run, daemon=True, name="jmp-commit")
                 self._thread.start()
@@ -169,12 +189,21 @@ class Commit:
     # --- rounds ---------------------------------------------------------------------
 
     def _run(self) -> None:
-        """The commit thread: a round whenever something waits, until close()."""
+        """The commit thread: a round when one is hurried, or when the oldest unwritten line
+        has waited GATHER_S; until close()."""
         while True:
             with self._cond:
-                while not self._queue and not self._stopping:
-                    self._cond.wait()
-                if not self._queue or self._failure is not None:
+                while not self._stopping:
+                    if self._hurry:
+                        break
+                    if self._unwritten:  # nobody hurries it: at the latest at the deadline
+                        left = self._oldest + GATHER_S - time.monotonic()
+                        if left <= 0:
+                            break
+                        self._cond.wait(left)
+                    else:
+                        self._cond.wait()
+                if self._failure is not None or (self._stopping and not self._queue):
                     return
             try:
                 with self._rounds:
@@ -197,6 +226,10 @@ class Commit:
                 if item.generation > generation:
                     break
                 lines.append(item)
+            self._unwritten -= len(lines)
+            self._hurry = False
+            if self._unwritten:  # added after the lines it takes: their wait starts now
+                self._oldest = time.monotonic()
         try:
             _fsync_all(held)
         except JmpError as exc:
@@ -237,6 +270,7 @@ class Commit:
             if self._failure is None:
                 self._failure, self._failure_class = str(exc) + why, type(exc)
             self._queue.clear()
+            self._unwritten = 0
             self._cond.notify_all()
             self._raise()
 

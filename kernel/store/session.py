@@ -37,13 +37,16 @@ from kernel.store.log_events import LogEvents
 from kernel.store.redact import Redactor
 from kernel.store.workspace import check_workspace
 from protocol.codec import encode_event, make_event
-from protocol.events import KIND_OF, Data, ErrorData, Event, SessionData
+from protocol.events import KIND_OF, Data, ErrorData, Event, SessionData, ToolFinishedData
 
 __all__ = ["Session", "SessionInfo", "list_sessions", "sessions_home"]
 
 EventCallback = Callable[[Event], None]
 LOG = "events.jsonl"
 MAX_BACKLOG = 10_000  # records queued unannounced before an append waits for its round
+# Synced in a round of their own at once, not with the next durable record: a tool's result
+# (the agent projects and routes the next step meanwhile; kernel/store/commit.py).
+SOON = (ToolFinishedData,)
 
 
 class Session:
@@ -206,7 +209,7 @@ class Session:
             event = make_event(self.id, self._next_seq(), time.time(), clean)
             line = encode_event(event) + b"\n"
             self._log.note(event)  # the index's settled mark, in seq order before the write
-            self._commit.add(event, line)
+            self._commit.add(event, line, soon=isinstance(clean, SOON))
             self.events.append(event)
         if durable or self._commit.backlog > MAX_BACKLOG:
             self._commit.sync()

@@ -30,7 +30,8 @@ protocol/, is pointed at below); the modules that wait import these names. Secon
     RECORD_IDLE_S       1     wire.py: how often an idle worker's descendants are recorded
                               (a busy one: on every heartbeat)
     MODEL_READY_S       30    models.py: a model worker's handshake (Ready)
-    TOOL_READY_S        120   tools.py: the tool worker's handshake (a cold OpenHands import)
+    TOOL_READY_S        300   tools.py: the tool worker's handshake (a cold OpenHands import:
+                              past 120 s at load 16-57); JMP_TOOL_READY_S sets it
     READY_DEFAULT_S     120   supervisor.py: Worker.wait_ready when the caller names no bound
     TOOL_BACKSTOP_S     10    tools.py: beyond a tool call's own time limit, before the kernel
                               stops the call itself
@@ -76,7 +77,7 @@ STARTUP_GRACE_S = 30.0
 HUNG_S = 10.0  # 5 s killed healthy workers starved of CPU on a loaded 2-core machine
 RECORD_IDLE_S = 1.0
 MODEL_READY_S = 30.0
-TOOL_READY_S = 120.0
+TOOL_READY_S = 300.0
 READY_DEFAULT_S = 120.0
 TOOL_BACKSTOP_S = 10.0
 CANCEL_GRACE_S = 2.0

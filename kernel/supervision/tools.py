@@ -15,9 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from kernel.config.settings import MODEL_KEYS, bash_limits
+from kernel.config.settings import MODEL_KEYS, bash_limits, tool_ready_s
 from kernel.store.redact import Redactor, environment_secrets
-from kernel.supervision.restart import TOOL_BACKSTOP_S, TOOL_READY_S, WorkerSlot
+from kernel.supervision.restart import TOOL_BACKSTOP_S, WorkerSlot
 from kernel.supervision.supervisor import Worker, make_runtime_dir
 from protocol.messages import (
     ListTools,
@@ -54,7 +54,9 @@ class Tools:
         self.failed_servers: dict[str, str] = {}
         self._runtime_dir: Path | None = None
         self._specs: list[ToolSpec] | None = None
-        self._slot = WorkerSlot("tool", self._new, TOOL_READY_S, on_replace=self._forget_specs)
+        # JMP_TOOL_READY_S, else TOOL_READY_S: a cold OpenHands import on a loaded machine
+        ready_s = tool_ready_s()
+        self._slot = WorkerSlot("tool", self._new, ready_s, on_replace=self._forget_specs)
         # What the worker and its MCP servers print passes this; the Agent hands over the
         # session's redactor (every key and MCP secret). Alone, Tools knows the environment's.
         self.redactor: Redactor | None = None
