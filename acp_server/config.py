@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +16,27 @@ from kernel.store.redact import Redactor, environment_secrets
 
 if TYPE_CHECKING:
     from kernel.config.settings import Settings
+
+
+def whole_number(env: Mapping[str, str], name: str, default: int, least: int) -> int:
+    """The variable NAME of ENV as a whole number >= LEAST (unset or blank: DEFAULT); any
+    other value is a ConfigError naming it, as the kernel's settings are read."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not (raw.isascii() and raw.isdigit()) or int(raw) < least:
+        raise ConfigError(f"{name} must be a whole number >= {least}, got {raw!r}")
+    return int(raw)
+
+
+def warm_sessions(env: Mapping[str, str] | None = None) -> int:
+    """JMP_ACP_WARM_SESSIONS: how many idle sessions keep their workers (default 4)."""
+    import os
+
+    return whole_number(
+        os.environ if env is None else env, "JMP_ACP_WARM_SESSIONS", WARM_SESSIONS, 1
+    )
+
 
 # Sessions whose workers stay alive between prompts (the most recently prompted ones): an editor
 # may open dozens of threads, and each warm session holds three workers (one imports OpenHands).

@@ -22,6 +22,7 @@ from typing import Any, overload
 from acp import update_agent_message_text
 from acp.schema import AgentMessageChunk
 
+from acp_server.config import whole_number
 from protocol.events import Event, UserData
 
 LOAD_TURNS = 50
@@ -30,10 +31,9 @@ ENV = "JMP_ACP_LOAD_TURNS"
 
 
 def load_turns(env: Mapping[str, str] = os.environ) -> int:
-    """JMP_ACP_LOAD_TURNS: the turns a load replays (0: all of them); anything but a
-    non-negative integer is the default, as JMP_ACP_WARM_SESSIONS is read."""
-    raw = env.get(ENV, "").strip()
-    return int(raw) if raw.isdigit() else LOAD_TURNS
+    """JMP_ACP_LOAD_TURNS: the turns a load replays (0: all of them); a value that is not a
+    whole number >= 0 is a ConfigError naming it (`jmp --acp` checks it at its start)."""
+    return whole_number(env, ENV, LOAD_TURNS, least=0)
 
 
 @dataclass(frozen=True)

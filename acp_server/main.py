@@ -37,11 +37,14 @@ class _RedactingFormatter(logging.Formatter):
 
 def serve(sessions_dir: str | None = None) -> int:
     """Run the ACP agent on this process's stdio; returns 0 on stdin EOF or SIGTERM."""
-    from acp_server.config import Config
+    from acp_server.config import Config, warm_sessions
+    from acp_server.history import load_turns
     from kernel.store.catalog import sessions_home
 
     out_fd = os.dup(1)  # non-inheritable: workers never hold the client's pipe open
     os.dup2(2, 1)
+    # A bad value: exit 2 naming it (on stderr: stdout is the client's), before serving.
+    warm_sessions(), load_turns()
     config = Config(sessions_home(sessions_dir))
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_RedactingFormatter(config.log_redactor))
@@ -182,11 +185,9 @@ def _feed_from_thread(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamRea
 
 
 def _warm() -> int:
-    """JMP_ACP_WARM_SESSIONS: how many idle sessions keep their workers (default 4)."""
-    from acp_server.config import WARM_SESSIONS
+    from acp_server.config import warm_sessions
 
-    raw = os.environ.get("JMP_ACP_WARM_SESSIONS", "").strip()
-    return int(raw) if raw.isdigit() and int(raw) > 0 else WARM_SESSIONS
+    return warm_sessions()  # checked at the start (serve)
 
 
 def _version() -> str:

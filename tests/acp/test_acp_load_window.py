@@ -101,7 +101,28 @@ def test_the_window_is_the_last_turns_within_the_record_bound() -> None:
     assert history.window(two, 2) == history.Window(2 * bound + 2, len(two), 1)
     assert history.load_turns({}) == history.LOAD_TURNS
     assert history.load_turns({"JMP_ACP_LOAD_TURNS": "0"}) == 0
-    assert history.load_turns({"JMP_ACP_LOAD_TURNS": "-3"}) == history.LOAD_TURNS
+    assert history.load_turns({"JMP_ACP_LOAD_TURNS": " 7 "}) == 7
+
+
+@pytest.mark.parametrize("name", ["JMP_ACP_LOAD_TURNS", "JMP_ACP_WARM_SESSIONS"])
+@pytest.mark.parametrize("value", ["-3", "x", "1.5", "\u0663"])  # U+0663: a digit, not ASCII
+def test_a_bad_acp_setting_exits_2_naming_it_before_serving(
+    jmp: Cli, name: str, value: str
+) -> None:
+    """`jmp --acp` with a setting it cannot read says which and why on stderr, exit 2, and
+    writes nothing on stdout (the client's channel): not a default that hides the typo."""
+    import subprocess
+    import sys
+
+    env = jmp.env() | {name: value}
+    done = subprocess.run(
+        [sys.executable, str(Path(__file__).resolve().parents[2] / "main.py"), "--acp"],
+        input=b"", capture_output=True, env=env, cwd=jmp.workspace, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stdout == b""
+    assert f"{name} must be a whole number >= ".encode() in done.stderr
+    assert repr(value).encode() in done.stderr or value.encode() in done.stderr
 
 
 @pytest.fixture
