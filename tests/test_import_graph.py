@@ -5,6 +5,7 @@ no new import cycle appears (lazy imports inside functions count too: a cycle is
 from __future__ import annotations
 
 import ast
+import functools
 import sys
 from pathlib import Path
 
@@ -17,6 +18,13 @@ KNOWN_CYCLES: set[tuple[str, ...]] = set()
 # The harness worker hosts task scripts, which are written against the jev_harness driver
 # library: for workers/ it is the SDK of the worker kind, like openhands for the tool worker.
 WORKER_MAY_IMPORT = ("workers", "protocol", "host", "jev_harness")
+
+
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    """The tree of one of our files: parsed once for all the rules here (the sources do not
+    change during a run)."""
+    return ast.parse(path.read_text())
 
 
 def _modules() -> dict[str, Path]:
@@ -32,7 +40,7 @@ def _modules() -> dict[str, Path]:
 def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     out: set[str] = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    tree = ast.parse(path.read_text())
+    tree = _parsed(path)
     not_run = {  # imports under `if TYPE_CHECKING:` / `if __name__ == "__main__":` never run
         id(inner)
         for node in ast.walk(tree)
@@ -60,7 +68,9 @@ def _imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
     return out
 
 
+@functools.cache
 def graph() -> dict[str, set[str]]:
+    """Each module's imports of ours (made once per run; the rules only read it)."""
     known = _modules()
     return {name: _imports(name, path, known) for name, path in known.items()}
 
@@ -198,7 +208,7 @@ def private_imports() -> list[str]:
     known = _modules()
     found = []
     for name, path in known.items():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_parsed(path)):
             if not isinstance(node, ast.ImportFrom) or (node.module is None and not node.level):
                 continue
             base = node.module or ""
@@ -223,7 +233,7 @@ HARNESS_LIBRARY_MAY_IMPORT = {"jev_harness.web.html": {"lxml"}}
 
 def _top_level_imports(path: Path) -> set[str]:
     """Every absolute top-level name `path` imports, lazy imports included (not TYPE_CHECKING)."""
-    tree = ast.parse(path.read_text())
+    tree = _parsed(path)
     typing_only = {
         id(inner)
         for node in ast.walk(tree)

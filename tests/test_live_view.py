@@ -17,13 +17,16 @@ import pytest
 
 from tests.support.cli import Cli
 
-TICKS = "for i in $(seq 1 10); do echo tick $i; sleep 1; done"  # a 10-second command
+# A command printing 4 ticks, each once the test opened its gate: the test opens the next one
+# when the view shows this tick at a later second than the last (an event, not a timer).
+TICKS = "for i in 1 2 3 4; do echo tick $i; until [ -e {gates}/gate.$i ]; do sleep 0.05; done; done"
 RUNNING = re.compile(r"… bash running (\d+) s · (\d+) lines")
 
 
 def _script_ticks(jmp: Cli) -> None:
+    command = TICKS.format(gates=shlex.quote(str(jmp.tmp)))
     jmp.jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
-    jmp.flash.queue([{"tool_call": {"arguments": {"command": TICKS}}}, {"text": "Ticked."}])
+    jmp.flash.queue([{"tool_call": {"arguments": {"command": command}}}, {"text": "Ticked."}])
 
 
 class Tmux:
@@ -49,12 +52,15 @@ class Tmux:
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed here")
-def test_a_ten_second_command_shows_its_time_and_output_while_it_runs(jmp: Cli) -> None:
+def test_a_running_command_shows_its_time_and_output_while_it_runs(jmp: Cli) -> None:
+    """The command goes on only as the view shows it going on: a tick seen at a later second
+    opens the next (4 ticks over ~3 s, where a fixed 10-second command stood before)."""
     _script_ticks(jmp)
     env = jmp.env(TERM="xterm")
     terminal = Tmux(jmp.tmp, jmp.argv("--workspace", str(jmp.workspace), "tick", json_flag=False),
                     env, jmp.workspace)  # fmt: skip
     seen: list[tuple[int, int, str]] = []  # (seconds, lines, newest tail line) while running
+    opened, opened_at = 0, -1  # the gates opened, and the seconds shown when the last opened
     try:
         deadline = time.monotonic() + 240  # a hung run fails here instead of hanging the suite
         while "EXIT " not in (screen := terminal.screen()):
@@ -63,6 +69,9 @@ def test_a_ten_second_command_shows_its_time_and_output_while_it_runs(jmp: Cli) 
             if match:
                 ticks = re.findall(r"│ (tick \d+)", screen)
                 seen.append((int(match[1]), int(match[2]), ticks[-1] if ticks else ""))
+                if seen[-1][2] == f"tick {opened + 1}" and seen[-1][0] > opened_at:
+                    opened, opened_at = opened + 1, seen[-1][0]
+                    (jmp.tmp / f"gate.{opened}").touch()
             time.sleep(0.2)
     finally:
         terminal.close()
