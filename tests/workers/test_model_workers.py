@@ -7,6 +7,7 @@ run each worker as a real subprocess through kernel.supervision.supervisor.Worke
 from __future__ import annotations
 
 import importlib.util
+import json
 import socket
 import subprocess
 import sys
@@ -247,7 +248,9 @@ def test_generator_progress_carries_counts_only(flash: FlashServer, generator: A
     assert isinstance(reply, Generated)
     assert sent and all(isinstance(m, Progress) for m in sent)
     counts = [m.characters for m in sent]
-    assert counts == sorted(counts) and counts[-1] <= len(msgspec.json.encode(ARGUMENTS))
+    # At most the characters streamed: the server sends json.dumps' text (192 here), not the
+    # compact encoding (189), which a last window after the last chunk exceeded under load.
+    assert counts == sorted(counts) and counts[-1] <= len(json.dumps(ARGUMENTS))
     assert len(sent) >= 2 and len(sent) <= elapsed / 0.1 + 1  # throttled to ~100 ms
     assert {(m.reply_to, m.stage) for m in sent} == {("g1", "generate")}
     progress_wire = wire_text(sent)
