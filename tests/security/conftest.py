@@ -86,3 +86,9 @@ def crash(cell: Cell) -> Run:
 def kernel_kill(cell: Cell) -> Run:
     """The shared kernel-kill run of this cell (scenarios.py)."""
     return scenarios.kernel_kill(cell)
+
+
+@pytest.fixture
+def powercut(cell: Cell) -> Run:
+    """The shared power-cut run of this cell (scenarios.py)."""
+    return scenarios.powercut(cell)

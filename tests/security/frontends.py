@@ -67,7 +67,8 @@ class Outcome:
 
 
 class Running:
-    """A front end being driven in a background thread."""
+    """A front end being driven in a background thread; `heard` is what its client has
+    received so far (JSON lines, ACP frames, MCP results), as it arrives."""
 
     def __init__(self) -> None:
         self._pid: int | None = None
@@ -76,6 +77,31 @@ class Running:
         self._done = threading.Event()
         self._outcome: Outcome | None = None
         self._error: BaseException | None = None
+        self._heard: list[Any] = []
+        self._news = threading.Condition()
+
+    def hear(self, item: Any) -> None:
+        """The client received `item` (called by the driver, at once)."""
+        with self._news:
+            self._heard.append(item)
+            self._news.notify_all()
+
+    @property
+    def heard(self) -> list[Any]:
+        with self._news:
+            return list(self._heard)
+
+    def wait_heard(self, wanted: Any, timeout: float) -> list[Any]:
+        """What the client received, once an item of it satisfies `wanted`; AssertionError
+        when the front end ends first or `timeout` passes (a bound on a hang)."""
+        deadline = time.monotonic() + timeout
+        with self._news:
+            while not any(wanted(item) for item in self._heard):
+                left = deadline - time.monotonic()
+                assert left > 0, f"the client was never told: {self._heard[-5:]}"
+                assert not self._done.is_set(), f"ended first: {self._heard[-5:]}"
+                self._news.wait(min(left, 0.2))
+            return list(self._heard)
 
     def started(self, pid: int | None = None, source: Any = None) -> None:
         self._pid, self._pid_source = pid, source
@@ -165,6 +191,8 @@ def _result(items: list[dict[str, Any]]) -> dict[str, Any]:
 def _popen_outcome(
     world: World, argv: list[str], running: Running, timeout: float = 400
 ) -> tuple[int, str, str]:
+    """Run the front end; each stdout line is heard (`Running.hear`, decoded when it is
+    JSON) as it arrives."""
     proc = subprocess.Popen(
         world.wrap(argv),
         cwd=world.launch,
@@ -177,13 +205,41 @@ def _popen_outcome(
         start_new_session=True,  # a terminal's foreground job is a group of its own
     )
     running.started(proc.pid)  # setpriv execs: the same pid runs the front end
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
+    assert proc.stdout is not None and proc.stderr is not None
+    stderr = proc.stderr
+    errs: list[str] = []
+    reader = threading.Thread(target=lambda: errs.append(stderr.read()), daemon=True)
+    reader.start()
+    expired = threading.Event()
+
+    def expire() -> None:
+        expired.set()
         proc.kill()
-        out, err = proc.communicate()
-        raise AssertionError(f"{argv[:3]} did not finish: {err[-2000:]}") from None
-    return proc.returncode, out, err
+
+    timer = threading.Timer(timeout, expire)
+    timer.start()
+    lines = []
+    try:
+        for line in proc.stdout:
+            lines.append(line)
+            running.hear(_decoded(line))
+    finally:
+        timer.cancel()
+        proc.stdout.close()
+        reader.join()
+        stderr.close()
+    code = proc.wait()
+    out, err = "".join(lines), "".join(errs)
+    if expired.is_set():
+        raise AssertionError(f"{argv[:3]} did not finish: {err[-2000:]}")
+    return code, out, err
+
+
+def _decoded(line: str) -> Any:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return line
 
 
 def _lined_outcome(code: int, out: str, err: str) -> Outcome:
@@ -264,6 +320,7 @@ class Acp(FrontEnd):
         def observe(event: Any) -> None:
             if event.direction == StreamDirection.INCOMING:
                 frames.append(event.message)
+                running.hear(event.message)
 
         argv = world.wrap([str(BIN / "jmp"), "--acp"])
         stderr = world.tmp / "acp.stderr"
@@ -415,6 +472,7 @@ class Mcp(FrontEnd):
                 running.started(source=lambda: (served() or (None, None))[1])
                 result = await _unless_dead(session.call_tool("run_task", {}), served)
                 results.append(result)
+                running.hear(result)
         data = result.structuredContent or {}
         summary = str(data.get("summary") or "")
         found = served()

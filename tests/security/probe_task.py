@@ -9,6 +9,8 @@ Inputs:
   and returns its stdout as the outcome text (which passes the harness's redactor).
 - `mode: "hold"`: the operation appends a line to `effect`, writes `<hold>.started` (the
   worker's pid) and blocks reading the FIFO `hold`, so that a test can kill it mid-operation.
+- `mode: "touch"`: the operation appends a line to `effect` and returns (a power cut lands
+  after the client was told of it).
 - always: `configure` writes what the kernel gave the task (goal and secrets) to
   `OUT/configure.json` when `out` is set, which is what a script overriding it could keep;
   and `look` writes to `OUT/script.json` all the script's own process holds that it could
@@ -36,7 +38,7 @@ class ProbeTask(jev.Task):
         super().__init__(verifier=lambda task: self.ran)
         mode = inputs["mode"]
         ways = [jev.Option("quick", "the quick way"), jev.Option("thorough", "the thorough way")]
-        run = self.look if mode == "look" else self.hold
+        run = {"look": self.look, "hold": self.hold, "touch": self.touch}[mode]
         how = jev.Parameter("how", "how to do it", lambda task, parents: ways)
         self.register(jev.Tool(f"probe.{mode}", f"the {mode} step", (how,), run))
 
@@ -73,6 +75,12 @@ class ProbeTask(jev.Task):
         held = {"inputs": self.inputs, "goal": self.goal, "environ": dict(os.environ)}
         held |= {"proc_environ": proc, "messages": messages}
         (Path(self.inputs["out"]) / "script.json").write_text(json.dumps(held, default=repr))
+
+    def touch(self, task: jev.Task, chosen: Any) -> jev.Outcome:
+        with open(self.inputs["effect"], "a") as f:
+            f.write("ran\n")
+        self.ran = True
+        return jev.Outcome("ok", "touched", text="touched")
 
     def hold(self, task: jev.Task, chosen: Any) -> jev.Outcome:
         with open(self.inputs["effect"], "a") as f:

@@ -204,6 +204,11 @@ def _leftovers(world: World, timeout_s: float = 15.0) -> list[str]:
 
 def _agent_task(world: World, scenario: str) -> dict[str, Any]:
     keys = " ".join(world.keys.values())
+    if scenario == "powercut":  # a quick call the client hears of, then one that blocks
+        world.jev.script([{"route": "bash"}, {"route": "bash"}])
+        first, second = f"echo one >> {world.effect}", f"echo two >> {world.effect}; {SLEEP}"
+        world.flash.queue([{"tool_call": {"arguments": {"command": c}}} for c in (first, second)])
+        return {"prompt": "run both jobs"}
     if scenario == "probe":
         world.jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
         answer = f"Looked around. keys: {keys} {ESCAPES} done"
@@ -225,6 +230,10 @@ def _harness_task(world: World, scenario: str) -> dict[str, Any]:
         inputs |= {"marker": world.marker, "note": f"an input holding {keys}"}
         context = {"keys": list(world.keys.values()), "note": f"the context holds {keys}"}
         return {"goal": f"look around; my keys are {keys}", "inputs": inputs, "context": context}
+    if scenario == "powercut":
+        world.jev.script([{"probe.touch.how": "quick"}])
+        inputs = {"mode": "touch", "effect": str(world.effect), "out": str(world.out)}
+        return {"goal": "touch the file", "inputs": inputs}
     hold = world.tmp / "hold"
     os.mkfifo(hold)
     world.jev.script([{"probe.hold.how": "quick"}])
@@ -326,8 +335,68 @@ def kernel_kill(cell: Cell) -> Run:
     return _run_once("kernel_kill", cell)
 
 
+def told_of_a_result(item: Any) -> bool:
+    """Has the client been told of a finished call (or, over MCP, of the run's result)?"""
+    if isinstance(item, dict) and item.get("kind") == "tool_finished":
+        return True  # a JSON line: jmp --json, jev-harness --json, the Python APIs
+    update = item.get("params", {}).get("update", {}) if isinstance(item, dict) else {}
+    if update.get("sessionUpdate") == "tool_call_update":  # an ACP frame
+        return update.get("status") in ("completed", "failed")
+    return getattr(item, "structuredContent", None) is not None  # an MCP result
+
+
+def _powercut(cell: Cell) -> Run:
+    """The sessions dir on the power-cut simulator (strict POSIX; everything unsynced lost);
+    the power is cut as soon as the client has been told of a finished call (agent: the
+    first of two, so the next route is in flight; harness: its one operation; MCP: the
+    result). Every process of the run is killed, the disk goes back to its durable image, and
+    `world.home` is that image."""
+    from jmp_lab.chaos.powercut.control import LossyDisk, available
+
+    reason = available()
+    assert reason is None, f"power cuts need FUSE: {reason}"
+    cell.spawn.prepare()
+    world = World(cell.spawn, confined=False, hostile=False)
+    disk = LossyDisk(world.tmp / "backing", world.tmp / "mnt", "strict", world.tmp / "disk")
+    try:
+        disk.start()
+        world.home = disk.mount / "sessions"
+        running = cell.fe.start(world, _task(world, cell, "powercut"))
+        kernel = running.kernel_pid()
+        try:
+            running.wait_heard(told_of_a_result, RUN_TIMEOUT_S)
+        finally:
+            disk.freeze()  # every operation on the disk waits from here on
+            assert disk.process is not None
+            for proc in processes_of(world.home, world.tmp, world.marker):
+                if proc.pid != disk.process.pid:
+                    with contextlib.suppress(psutil.Error):
+                        proc.kill()  # each dies once the cut answers what it waits for
+            cut = disk.cut("lose", "lose", seed=len(cell.id))
+        notes: dict[str, Any] = {"cut": cut}
+        try:
+            outcome = running.wait(RUN_TIMEOUT_S)
+        except BaseException as exc:  # a client whose server died mid-call may complain
+            notes["client_error"] = repr(exc)
+            outcome = Outcome(None, "", "", None, None, False)
+        notes["heard"] = running.heard  # all of it came before the cut: the disk was frozen
+        world.home = disk.backing / "sessions"
+        outcome.session_id = outcome.session_id or _only_session(world)
+        events = events_of(world, outcome.session_id)
+        return Run(cell, world, outcome, kernel, events, _leftovers(world), notes)
+    except BaseException:
+        disk.kill()
+        world.close()
+        raise
+
+
+def powercut(cell: Cell) -> Run:
+    return _run_once("powercut", cell)
+
+
 SCENARIOS: dict[str, Callable[[Cell], Run]] = {
     "probe": _probe,
     "crash": _crash,
     "kernel_kill": _kernel_kill,
+    "powercut": _powercut,
 }
