@@ -29,6 +29,19 @@ def whole_number(env: Mapping[str, str], name: str, default: int, least: int) ->
     return int(raw)
 
 
+LOAD_TURNS = 50  # the turns a session/load replays (acp_server/history.py)
+ENV = "JMP_ACP_LOAD_TURNS"
+
+
+def load_turns(env: Mapping[str, str] | None = None) -> int:
+    """JMP_ACP_LOAD_TURNS: the turns a load replays (0: all of them); a value that is not a
+    whole number >= 0 is a ConfigError naming it (`jmp --acp` checks it at its start, before
+    the SDK is loaded: this module imports none)."""
+    import os
+
+    return whole_number(os.environ if env is None else env, ENV, LOAD_TURNS, least=0)
+
+
 def warm_sessions(env: Mapping[str, str] | None = None) -> int:
     """JMP_ACP_WARM_SESSIONS: how many idle sessions keep their workers (default 4)."""
     import os

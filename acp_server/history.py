@@ -14,26 +14,17 @@ session: its log, its recall and the models' context are what they were.
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
 from acp import update_agent_message_text
 from acp.schema import AgentMessageChunk
 
-from acp_server.config import whole_number
+from acp_server.config import ENV, LOAD_TURNS, load_turns  # noqa: F401 (read here too)
 from protocol.events import Event, UserData
 
-LOAD_TURNS = 50
 RECORDS_PER_TURN = 200  # a longer turn is replayed from its middle (its last records)
-ENV = "JMP_ACP_LOAD_TURNS"
-
-
-def load_turns(env: Mapping[str, str] = os.environ) -> int:
-    """JMP_ACP_LOAD_TURNS: the turns a load replays (0: all of them); a value that is not a
-    whole number >= 0 is a ConfigError naming it (`jmp --acp` checks it at its start)."""
-    return whole_number(env, ENV, LOAD_TURNS, least=0)
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,7 @@ class _RedactingFormatter(logging.Formatter):
 
 def serve(sessions_dir: str | None = None) -> int:
     """Run the ACP agent on this process's stdio; returns 0 on stdin EOF or SIGTERM."""
-    from acp_server.config import Config, warm_sessions
-    from acp_server.history import load_turns
+    from acp_server.config import Config, load_turns, warm_sessions  # no SDK import yet
     from kernel.store.catalog import sessions_home
 
     out_fd = os.dup(1)  # non-inheritable: workers never hold the client's pipe open

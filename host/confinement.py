@@ -73,12 +73,8 @@ def view_key(view: dict[str, str], spaces: dict[str, str]) -> str:
     return "v" + str(sha256(text.encode()).hexdigest())[:15]
 
 
-_own_key: str | None = None
-
-
 def own_view_key() -> str:
-    """This process's `view_key` (computed once: a process keeps its confinement)."""
-    global _own_key
-    if _own_key is None:
-        _own_key = view_key(confinement(), namespaces())
-    return _own_key
+    """This process's `view_key`, read now (a few /proc reads): a process's view can change
+    under it (a library that drops capabilities or sets no_new_privs in it), and a key kept
+    from before would send its kernels to another view's pool, which refuses them."""
+    return view_key(confinement(), namespaces())
