@@ -369,6 +369,7 @@ def test_a_cold_worker_whose_kernel_died_before_it_started_exits_on_its_own(
     worker_pid = int(kernel.stdout.split()[0])
     try:
         wait_until(lambda: not pid_running(worker_pid), 30, "the orphaned worker to exit")
+        assert not pid_running(worker_pid), "the orphaned worker outlived its kernel"
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(worker_pid, signal.SIGKILL)
