@@ -288,6 +288,31 @@ def test_through_fuse_a_torn_append_and_injected_eio_and_enospc(disk: LossyDisk)
 
 
 @fuse
+def test_through_fuse_a_removed_file_still_open_is_matched_by_the_path_it_had(
+    disk: LossyDisk,
+) -> None:
+    """SQLite writes its -shm after unlinking it: a rule that spares memory.sqlite3 must
+    spare that write too (at 34a55dc it matched as "?", and the campaign counted a cache's
+    ENOSPC as a failed log write the run did not report)."""
+    mnt = disk.mount
+    disk.arm(
+        [
+            {"op": "write", "pattern": r"^(?!.*memory\.sqlite3)", "nth": 1, "action": "enospc"},
+        ]
+    )
+    with open(mnt / "memory.sqlite3-shm", "wb", buffering=0) as shm:
+        os.unlink(mnt / "memory.sqlite3-shm")
+        shm.write(b"spared")
+    with open(mnt / "gone", "wb", buffering=0) as gone:
+        os.unlink(mnt / "gone")
+        with pytest.raises(OSError) as full:
+            gone.write(b"matched by the name it had")
+    assert full.value.errno == 28
+    [rule] = disk.status()["rules"]
+    assert [w["path"] for w in rule["fired"]] == ["/gone (deleted)"]
+
+
+@fuse
 def test_through_fuse_locks_sqlite_mmap_and_a_frozen_disk(disk: LossyDisk) -> None:
     mnt = disk.mount
     # flock (jmp's session lock) and POSIX locks (SQLite's) are the kernel's, on this mount

@@ -89,7 +89,11 @@ class FSBase(mfusepy.Operations):  # type: ignore[misc]
         return self.image.lookup(path) if path is not None else None
 
     def _path_of(self, node: int | None, path: str | None) -> str:
+        """The path rules match: a live name of `node`, else the one it had when it was
+        removed (SQLite writes its unlinked -shm: a rule that spares memory.sqlite3 spares it)."""
         known = self.image.path_of(node) if node is not None else None
+        if known is None and node is not None and self.image.nodes[node].gone:
+            known = self.image.nodes[node].gone + " (deleted)"
         return known or path or "?"
 
     def live_bytes(self, node: int) -> bytes | None:

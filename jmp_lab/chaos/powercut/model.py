@@ -40,6 +40,7 @@ class Node:
     floor: int | None = None  # file: the smallest size a truncate set since the last sync
     target: str = ""  # symlink: where it points (durable with its entry)
     names: set[tuple[int, str]] = field(default_factory=set)  # live names: (directory, name)
+    gone: str = ""  # the path it had when its last name went (an open file can still be written)
 
 
 @dataclass
@@ -98,7 +99,7 @@ class Image:
         return directory, parts[-1]
 
     def path_of(self, node: int) -> str | None:
-        """One live path of `node`, or None when it has no name any more."""
+        """One live path of `node`, or None when it has no name any more (see `gone`)."""
         parts: list[str] = []
         seen: set[int] = set()
         while node != ROOT:
@@ -173,8 +174,15 @@ class Image:
         node = self.live[directory].pop(name, None)
         if node is None:
             return []
-        self.nodes[node].names.discard((directory, name))
+        held = self.nodes[node]
+        held.names.discard((directory, name))
+        if not held.names:
+            held.gone = self._path(directory, name)
         return [Change(directory, name, None)]
+
+    def _path(self, directory: int, name: str) -> str:
+        where = self.path_of(directory) if directory != ROOT else ""
+        return f"{where or ''}/{name}"
 
     def _op(self, kind: str, subject: int, changes: list[Change], path: str) -> None:
         self.seq += 1
