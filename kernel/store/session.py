@@ -170,11 +170,14 @@ class Session:
             lock.release()
             raise
         session = cls(home, directory, lock, log, events, Redactor(tuple(secrets)), on_event)
-        if log.torn is not None:
-            session.append(
-                ErrorData(stage="recall", error_class="TornRecord", message=log.torn.describe()),
-                durable=True,
-            )
+        for torn in log.torn:  # each archive's error record is durable before it is named
+            if not torn.reported_by(session.events[-len(log.torn) :]):
+                message = torn.describe()
+                session.append(
+                    ErrorData(stage="recall", error_class="TornRecord", message=message),
+                    durable=True,
+                )
+            torn.finish()
         return session
 
     @staticmethod

@@ -219,3 +219,72 @@ def test_a_failed_append_leaves_no_half_line(
     finally:
         session.close()
     assert (session_dir / "events.jsonl").read_bytes() == before
+
+
+# A power cut during the recovery of a torn tail: it archives the bytes (durable, as
+# `<archive>.pending`), cuts the log back (fsync), appends the error record (durable), then
+# names the archive. Whichever of those reached the disk, the next open ends with each torn
+# tail archived once, byte for byte, and reported by exactly one error record.
+
+PENDING = "events.jsonl.torn-20261201T000000-000000001.pending"
+
+
+def _torn_state(session_dir: Path, step: str) -> bytes:
+    """The disk a cut leaves after `step` of a recovery of a torn tail; the torn bytes."""
+    path = session_dir / "events.jsonl"
+    torn = _record(session_dir.name, 5)[:40]
+    if step == "archived":  # the log's cut-back was not durable yet
+        path.write_bytes(path.read_bytes() + torn)
+    (session_dir / PENDING).write_bytes(torn)
+    return torn
+
+
+def _archives_and_reports(s: Session) -> tuple[list[bytes], list[str]]:
+    names = sorted(p.name for p in s.directory.glob("events.jsonl.torn-*"))
+    assert not [n for n in names if n.endswith(".pending")], names
+    reports = [e.data.message for e in s.events if e.kind == "error"]
+    for name in names:
+        assert sum(name in message for message in reports) == 1, (name, reports)
+    return [(s.directory / n).read_bytes() for n in names], reports
+
+
+@pytest.mark.parametrize("step", ["archived", "cut-back"])
+def test_a_cut_during_the_recovery_of_a_torn_tail_is_finished_by_the_next_open(
+    session_dir: Path, step: str
+) -> None:
+    torn = _torn_state(session_dir, step)
+    with Session.open(session_dir.parent, session_dir.name) as s:
+        archives, reports = _archives_and_reports(s)
+        assert archives == [torn] and len(reports) == 1
+        assert [e.seq for e in s.events] == [1, 2, 3, 4, 5]
+    with Session.open(session_dir.parent, session_dir.name) as again:  # nothing more to do
+        assert [e.seq for e in again.events] == [1, 2, 3, 4, 5]
+
+
+def test_a_cut_after_the_error_record_before_the_archive_is_named(
+    session_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kernel.store import event_log
+
+    torn = _torn_state(session_dir, "cut-back")
+    with monkeypatch.context() as patch:
+        patch.setattr(event_log.TornTail, "finish", lambda self: None)  # the power went first
+        Session.open(session_dir.parent, session_dir.name).close()
+    assert (session_dir / PENDING).exists()
+    with Session.open(session_dir.parent, session_dir.name) as s:
+        archives, reports = _archives_and_reports(s)
+        assert archives == [torn] and len(reports) == 1  # reported once, not again
+
+
+def test_a_torn_report_of_a_pending_archive_is_archived_and_reported_too(
+    session_dir: Path,
+) -> None:
+    first = _torn_state(session_dir, "cut-back")
+    path = session_dir / "events.jsonl"
+    error = make_event(session_dir.name, 5, 1.0, FinalData(status="error", summary="x"))
+    second = (encode_event(error) + b"\n")[:30]  # the cut tore the error record's append
+    path.write_bytes(path.read_bytes() + second)
+    with Session.open(session_dir.parent, session_dir.name) as s:
+        archives, reports = _archives_and_reports(s)
+        assert sorted(archives) == sorted([first, second]) and len(reports) == 2
+        assert [e.seq for e in s.events] == [1, 2, 3, 4, 5, 6]
