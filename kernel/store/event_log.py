@@ -12,18 +12,18 @@ import contextlib
 import hashlib
 import os
 import stat
-import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from kernel.errors import CorruptLog, LogReplaced, SessionRefused, StorageError
+from kernel.errors import CorruptLog, LogReplaced, StorageError
 from kernel.store import log_index
-from kernel.store.durable import fsync_dir, write_all
-from kernel.store.guard import open_nofollow, read_nofollow, storage_error
+from kernel.store.durable import write_all
+from kernel.store.guard import open_nofollow, storage_error
 from kernel.store.log_events import IndexDamaged, LogEvents, check_chunk, decode_chunk
 from kernel.store.log_index import Chainer, Entry, IndexWriter
 from kernel.store.log_parse import UNCHANGED, check_session, parse_log
 from kernel.store.pending import Settling
+from kernel.store.torn_tail import TornTail, recover_torn_tail
 from protocol.codec import encode_event
 from protocol.events import Event
 
@@ -39,51 +39,6 @@ def record_digest(events: Sequence[Event], seq: int) -> str:
     if not 0 <= index < len(events) or events[index].seq != seq:
         return ""
     return hashlib.sha256(encode_event(events[index])).hexdigest()[:32]
-
-
-PENDING = ".pending"  # a torn-tail archive whose error record is not durable yet
-
-
-class TornTail:
-    """An incomplete last line that load() moved out of the log.
-
-    It is archived first, durably, as `<archive>.pending`, then cut from the log; the session
-    appends the `error` record that reports it (durable) and then `finish`es it: the archive
-    takes its name. A power cut between those steps leaves the pending archive, and the next
-    open finishes the job: it reuses the archive for the same torn bytes, reports it when no
-    record does yet, and names it. So every archive has its error record."""
-
-    def __init__(self, archive: Path, size: int) -> None:
-        self.archive = archive
-        self.size = size
-
-    @property
-    def pending(self) -> Path:
-        return self.archive.with_name(self.archive.name + PENDING)
-
-    def describe(self) -> str:
-        return (
-            f"the last line of events.jsonl was incomplete ({self.size} bytes, a write cut "
-            f"short); it was moved to {self.archive.name} and removed from the log"
-        )
-
-    def reported_by(self, events: Sequence[Event]) -> bool:
-        """Whether one of the last records is already its error (a cut came before `finish`:
-        nothing is appended between the error and the rename)."""
-        return any(
-            event.kind == "error"
-            and getattr(event.data, "error_class", "") == "TornRecord"
-            and self.archive.name in getattr(event.data, "message", "")
-            for event in events
-        )
-
-    def finish(self) -> None:
-        """Give the archive its name, durably: its error record is on the disk."""
-        try:
-            os.rename(self.pending, self.archive)
-            fsync_dir(self.archive.parent)
-        except OSError as exc:
-            raise storage_error("name the torn-tail archive of", self.archive, exc) from None
 
 
 class EventLog:
@@ -260,47 +215,8 @@ class EventLog:
         return len(old[1])
 
     def _cut_tail(self, tail: bytes, end: int) -> list[TornTail]:
-        """Archive the torn `tail` (if any) and cut the log back to `end`; with the archives an
-        earlier open left pending, what is still to be reported (see TornTail)."""
-        left = self._pending_archives()
-        if not tail:
-            return left
-        same = [torn for torn in left if _read_regular(torn.pending) == tail]
-        if same:  # cut before the log's cut-back was durable: that archive holds these bytes
-            torn = same[0]
-        else:  # archive first and durably, so the torn bytes exist somewhere at every instant
-            stamp = time.strftime("%Y%m%dT%H%M%S") + f"-{time.time_ns() % 1_000_000_000:09d}"
-            torn = TornTail(self.path.with_name(f"{self.path.name}.torn-{stamp}"), len(tail))
-            left.append(torn)
         assert self._fd is not None
-        try:
-            if not same:
-                _write_durable(torn.pending, tail)
-            os.ftruncate(self._fd, end)
-            os.fsync(self._fd)
-        except OSError as exc:
-            raise storage_error("archive the torn last line of", self.path, exc) from None
-        return left
-
-    def _pending_archives(self) -> list[TornTail]:
-        """The torn-tail archives an interrupted open left without their error record."""
-        prefix = f"{self.path.name}.torn-"
-        try:
-            with os.scandir(self.path.parent) as entries:
-                names = sorted(
-                    e.name
-                    for e in entries
-                    if e.name.startswith(prefix)
-                    and e.name.endswith(PENDING)
-                    and e.is_file(follow_symlinks=False)
-                )
-        except OSError as exc:
-            raise storage_error("list the directory of", self.path, exc) from None
-        found = []
-        for name in names:
-            size = (self.path.parent / name).lstat().st_size
-            found.append(TornTail(self.path.with_name(name[: -len(PENDING)]), size))
-        return found
+        return recover_torn_tail(self.path, self._fd, tail, end)
 
     def append(self, event: Event, durable: bool = False) -> None:
         """Write one full line (`write`); fsync when durable (then it survives power loss).
@@ -541,20 +457,3 @@ def _read_all(fd: int) -> bytes:
     while chunk := os.read(fd, 1 << 20):
         chunks.append(chunk)
     return b"".join(chunks)
-
-
-def _read_regular(path: Path) -> bytes | None:
-    try:
-        return read_nofollow(path)
-    except (OSError, SessionRefused):
-        return None
-
-
-def _write_durable(path: Path, data: bytes) -> None:
-    fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-    try:
-        write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_dir(path.parent)

@@ -264,11 +264,11 @@ def test_a_cut_during_the_recovery_of_a_torn_tail_is_finished_by_the_next_open(
 def test_a_cut_after_the_error_record_before_the_archive_is_named(
     session_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kernel.store import event_log
+    from kernel.store import torn_tail
 
     torn = _torn_state(session_dir, "cut-back")
     with monkeypatch.context() as patch:
-        patch.setattr(event_log.TornTail, "finish", lambda self: None)  # the power went first
+        patch.setattr(torn_tail.TornTail, "finish", lambda self: None)  # the power went first
         Session.open(session_dir.parent, session_dir.name).close()
     assert (session_dir / PENDING).exists()
     with Session.open(session_dir.parent, session_dir.name) as s:
