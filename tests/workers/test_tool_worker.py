@@ -294,6 +294,35 @@ def test_the_first_command_on_a_new_shell_gets_its_own_output(tmp_path: Path, st
         executor.close()
 
 
+def test_nothing_but_commands_is_typed_into_the_shell(tmp_path: Path) -> None:
+    """OpenHands' clear after each command looked for its prompt with `\n` line ends in the
+    PTY's `\r\n` text, found none and typed an Enter for a new prompt. Under load the next
+    command was typed before that prompt came, and the prompt ended it: its own echo, exit
+    code 0, while it still ran (tests/workers/test_tool_worker.py's first-command case failed
+    so under two processes). Now the last prompt is kept and only commands are typed."""
+    from openhands.tools.terminal.definition import TerminalAction
+
+    from workers.tool import terminal
+    from workers.tool.shell import BashRunner
+
+    executor = terminal.start_terminal(str(tmp_path), terminal.rc_free_bash(tmp_path), None)
+    shell = executor.session.terminal
+    typed: list[bytes] = []
+    write = shell._write_pty
+    shell._write_pty = lambda data: (typed.append(data), write(data))[1]
+    try:
+        runner = BashRunner(None, 30, 100_000)
+        outputs = []
+        for n in (1, 2, 3):
+            action = TerminalAction(command=f"echo out-$(({n}*7)); (exit {n})")
+            observation = runner.run(executor, action, threading.Event()).observation
+            outputs.append((observation.text.count(f"out-{n * 7}"), observation.exit_code))
+        assert outputs == [(1, 1), (1, 2), (1, 3)]
+        assert typed == [f"echo out-$(({n}*7)); (exit {n})\n".encode() for n in (1, 2, 3)]
+    finally:
+        executor.close()
+
+
 def test_only_the_starting_threads_blind_wait_is_skipped() -> None:
     """The patched `time` of OpenHands' terminal module skips one 1.0 s sleep of the thread
     that starts a terminal; any other thread's sleep (a PTY reader, a second worker thread)

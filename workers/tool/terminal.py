@@ -24,6 +24,7 @@ from typing import Any
 SETTLE_S = 60.0  # a new shell that has not run its setup line by then is reported, not waited on
 BLIND_WAIT_S = 1.0  # initialize's `time.sleep(1.0)`, the one wait that is skipped
 _PATCH = threading.Lock()  # one initialize at a time sees the patched `time`
+PROMPT_BEGIN, PROMPT_END = "###PS1JSON###", "###PS1END###"  # OpenHands' PS1, around its JSON
 
 
 def start_terminal(workspace: str, shell_path: str | None, save_dir: str | None) -> Any:
@@ -116,5 +117,33 @@ def settle(shell: Any, timeout_s: float = SETTLE_S) -> None:
     ok = ok and shell._wait_for_prompt(timeout=max(deadline - time.monotonic(), 0.1))
     if not ok:
         print(f"tool worker: the shell did not settle within {timeout_s:.0f} s", file=sys.stderr)
+    keep_the_last_prompt_on_clear(shell)
     shell.clear_screen()
     shell._jmp_settled = True
+
+
+def keep_the_last_prompt_on_clear(shell: Any) -> None:
+    """Make `shell.clear_screen` keep the last prompt instead of typing an Enter for a new one.
+
+    OpenHands clears the screen after every command and means to keep the output from the last
+    prompt on, but it looks for the prompt with `\n` line ends in the PTY's raw `\r\n` text,
+    never finds it, empties the buffer and types an Enter for bash to draw a prompt again. That
+    prompt arrives later. On a loaded machine the next command is typed first, and then the
+    prompt drawn for the Enter counts as that command's end: it returns its own echo with exit
+    code 0 while it still runs (seen in the suite under two processes). Kept, the last prompt
+    is on the screen when the next command starts, and nothing is typed but commands. Where
+    no whole prompt is buffered, OpenHands' clear runs as it is."""
+    upstream = shell.clear_screen
+
+    def clear_screen() -> None:
+        with shell.output_lock:
+            data = "".join(shell.output_buffer)
+            start, end = data.rfind(PROMPT_BEGIN), data.rfind(PROMPT_END)
+            if start != -1 and end > start:
+                line = data.rfind("\n", 0, start)  # the line end before it is part of the prompt
+                shell.output_buffer.clear()
+                shell.output_buffer.append(data[max(line, 0) :])
+                return
+        upstream()
+
+    shell.clear_screen = clear_screen
