@@ -31,11 +31,11 @@ install:
 	$(PY) -m pip install -q -c constraints.txt -e '.[test]' && \
 	$(PY) -m compileall -q -j 0 main.py $(CODE) >/dev/null
 
-# TEST_WORKERS=2: the suite in two processes (pytest-xdist; tests/conftest.py keeps each file,
-# and the security matrix, on one worker). Unset: one process.
-TEST_WORKERS ?=
+# The suite in TEST_WORKERS processes, two by default (pytest-xdist; tests/conftest.py keeps
+# each file, and the security matrix, on one worker); TEST_WORKERS=1: one process, no xdist.
+TEST_WORKERS ?= 2
 test:
-	$(PY) -m pytest -q $(if $(TEST_WORKERS),-n $(TEST_WORKERS))
+	$(PY) -m pytest -q $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS))
 
 # `uv tool install` and `pipx install` of this checkout into a fresh home, offline (minutes):
 # every wheel comes from WHEELHOUSE, filled once from PyPI by `make wheelhouse`.
