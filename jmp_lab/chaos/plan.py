@@ -23,9 +23,11 @@ PHASES = ("route", "generate", "tool", "between")
 # answer that stalls or fails once, a Flash stream that stalls or is cut.
 FAULTS = ("fsize", "jev_delay", "jev_http500", "flash_slow", "flash_cut")
 # A power iteration's faults of the disk: EIO on the n-th fsync, ENOSPC on the n-th write (of
-# anything on it but the recall cache, which jmp may ignore failing: it is rebuilt from the log)
+# anything on it but the caches jmp may ignore failing: the recall cache and events.index are
+# checked against the log and rebuilt from it; see power.py `cache_only` for directory syncs)
 DISK_FAULTS = ("eio_fsync", "enospc")
-KEPT_FILES = r"^(?!.*memory\.sqlite3)"
+CACHES = ("memory.sqlite3", "events.index")
+KEPT_FILES = r"^(?!.*(memory\.sqlite3|events\.index))"
 # Where a cut lands: the kill phases, right after the n-th printed record of a kind (`event`),
 # at the n-th operation of the disk on a matching path (`fs`), or at a random moment.
 CUT_PHASES = ("route", "generate", "tool", "between", "event", "fs", "random")

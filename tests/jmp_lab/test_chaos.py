@@ -172,6 +172,27 @@ def test_a_disk_error_must_be_told_unless_the_kernel_was_killed_first() -> None:
     assert unclear(said, "eio_fsync", "/home") is None
 
 
+def test_a_failed_directory_sync_for_the_recall_cache_alone_need_not_be_told() -> None:
+    """The third session's hour, iteration 59 (journal model): EIO on an fsync of the session
+    directory, and the run went on and completed. SQLite syncs the directory of a new WAL and
+    ignores that error, and events.index's writer drops the index on any error; the entries
+    it was to commit were such caches' (or none, the journal having committed them), which
+    jmp rebuilds from the log. One of jmp's own entries pending
+    there makes it a violation again."""
+    route = '{"seq": 6, "kind": "route"}\n'
+    for commits, violation in (
+        ([], False),
+        (["memory.sqlite3-wal", "memory.sqlite3-shm"], False),
+        (["events.index"], False),  # its writer drops the index on any error
+        (["memory.sqlite3-wal", "context-000012.json"], True),
+        (None, True),  # a file's fsync: no list
+    ):
+        why = {"op": "fsync", "path": "/s", **({} if commits is None else {"commits": commits})}
+        disk = {"rules": [{"action": "eio", "fired": [why]}]}
+        quiet = Outcome([], code=0, stdout=route, disk=disk)
+        assert (unclear(quiet, "eio_fsync", "/home") is not None) is violation, commits
+
+
 def test_lanes_share_the_iterations_out_once_and_their_figures_add_up() -> None:
     lanes = [lane_of(range(3, 3 + 11), 3, j, 4) for j in range(4)]
     assert sorted(i for lane in lanes for i in lane) == list(range(3, 14))

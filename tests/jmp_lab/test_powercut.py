@@ -313,6 +313,35 @@ def test_through_fuse_a_removed_file_still_open_is_matched_by_the_path_it_had(
 
 
 @fuse
+def test_through_fuse_a_failed_directory_sync_names_what_it_was_to_commit(
+    disk: LossyDisk,
+) -> None:
+    """What a directory's fsync was there to make durable is in what fired (the campaign
+    tells the recall cache's own entries from jmp's by it); a failed one keeps them pending,
+    so a later successful one commits them."""
+    mnt = disk.mount
+    (mnt / "d").mkdir()
+    _fsync(mnt / "d")
+    _fsync(mnt)
+    disk.arm([{"op": "fsync", "pattern": r"^/d$", "nth": 1, "action": "eio"}])
+    (mnt / "d" / "b").write_bytes(b"")
+    (mnt / "d" / "a").write_bytes(b"")
+    (mnt / "d" / ".tmp-1").write_bytes(b"")  # renamed away before the sync: no change
+    os.rename(mnt / "d" / ".tmp-1", mnt / "d" / "c")
+    (mnt / "d" / ".tmp-2").write_bytes(b"")
+    os.unlink(mnt / "d" / ".tmp-2")
+    with pytest.raises(OSError) as failed:
+        _fsync(mnt / "d")
+    assert failed.value.errno == 5
+    [rule] = disk.status()["rules"]
+    assert rule["fired"][0]["commits"] == ["a", "b", "c"]
+    _fsync(mnt / "d")  # the retry commits them
+    disk.freeze()
+    disk.cut("lose", "lose", seed=1)
+    assert sorted(os.listdir(disk.backing / "d")) == ["a", "b", "c"]
+
+
+@fuse
 def test_through_fuse_locks_sqlite_mmap_and_a_frozen_disk(disk: LossyDisk) -> None:
     mnt = disk.mount
     # flock (jmp's session lock) and POSIX locks (SQLite's) are the kernel's, on this mount

@@ -51,16 +51,21 @@ class FSBase(mfusepy.Operations):  # type: ignore[misc]
     def full(self, path: str) -> str:
         return self.backing + path
 
-    def _enter(self, op: str, path: str, data: bytes = b"") -> list[Rule]:
+    def _enter(
+        self, op: str, path: str, data: bytes = b"", commits: list[str] | None = None
+    ) -> list[Rule]:
         """With the lock held: wait at the gate, count, fire faults and `before` triggers;
-        returns the `after` triggers this operation matched."""
+        returns the `after` triggers this operation matched. `commits`: for a directory's
+        fsync, the entries it is there to make durable (in what fired, for the checks)."""
         self.gate.wait(op)
         self.counts[op] = self.counts.get(op, 0) + 1
         after = []
         for rule in self.rules:
             if not rule.matches(op, path, data):
                 continue
-            why = {"op": op, "path": path, "nth": rule.nth, "action": rule.action}
+            why: dict[str, Any] = {"op": op, "path": path, "nth": rule.nth, "action": rule.action}
+            if commits is not None:
+                why["commits"] = commits
             rule.fired.append(why)
             if rule.action == "eio":
                 raise Fault(errno.EIO, why)
@@ -73,9 +78,11 @@ class FSBase(mfusepy.Operations):  # type: ignore[misc]
                 after.append(rule)
         return after
 
-    def _entered(self, op: str, path: str, data: bytes = b"") -> list[Rule]:
+    def _entered(
+        self, op: str, path: str, data: bytes = b"", commits: list[str] | None = None
+    ) -> list[Rule]:
         try:
-            return self._enter(op, path, data)
+            return self._enter(op, path, data, commits)
         except Fault as fault:
             raise mfusepy.FuseOSError(fault.errno) from None
 

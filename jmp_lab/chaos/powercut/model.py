@@ -218,6 +218,18 @@ class Image:
         if self.model == "name":
             self._commit(lambda op: op.subject == node, lambda change: True)
 
+    def pending_names(self, directory: int) -> list[str]:
+        """The entries of `directory` whose changes are not durable yet: what its fsync is
+        there to commit (a failed one keeps them pending; see names.py fsyncdir)."""
+        latest: dict[str, int | None] = {}
+        for op in self.pending:
+            for change in op.changes:
+                if change.directory == directory:
+                    latest[change.name] = change.node
+        durable = self.durable.get(directory, {})
+        # a temp file created and renamed away since is no change: its entry never was durable
+        return sorted(name for name, node in latest.items() if durable.get(name) != node)
+
     def sync_failed(self, node: int) -> None:
         """An fsync that failed (EIO): the written pages are forgotten, never written later."""
         state = self.nodes[node]

@@ -43,7 +43,8 @@ class NameOps(FSBase):
         with self.mutex:
             node = self.dirs.get(fh) or self._node_of(path, None)
             where = self._path_of(node, path)
-            after = self._entered("fsync", where)  # EIO: the entries stay unsynced
+            commits = self.image.pending_names(node) if node is not None else None
+            after = self._entered("fsync", where, commits=commits)  # EIO: entries stay unsynced
             if node is not None:
                 self.image.sync(node, None)
             self._leave(after, "fsync", where)
