@@ -260,6 +260,8 @@ class Invocation(CutLanding):
         self._done.set()
         for thread in threads:
             thread.join(timeout=10)
+        if self._cutting.is_set():  # a cut that began after the run ended: its disk is cut too
+            self._cut_done.wait(INVOCATION_TIMEOUT_S)
         for pipe in (proc.stdout, proc.stderr):
             if pipe is not None:
                 pipe.close()
