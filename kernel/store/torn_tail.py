@@ -69,7 +69,7 @@ def recover_torn_tail(log: Path, fd: int, tail: bytes, end: int) -> list[TornTai
     left = pending_archives(log)
     if not tail:
         return left
-    same = [torn for torn in left if _read_regular(torn.pending) == tail]
+    same = [t for t in left if t.size == len(tail) and _read_regular(t.pending) == tail]
     if same:  # cut before the log's cut-back was durable: that archive holds these bytes
         torn = same[0]
     else:  # archive first and durably, so the torn bytes exist somewhere at every instant
