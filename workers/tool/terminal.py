@@ -21,10 +21,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from workers.tool.live_output import PROMPT_MARK
+
 SETTLE_S = 60.0  # a new shell that has not run its setup line by then is reported, not waited on
 BLIND_WAIT_S = 1.0  # initialize's `time.sleep(1.0)`, the one wait that is skipped
 _PATCH = threading.Lock()  # one initialize at a time sees the patched `time`
-PROMPT_BEGIN, PROMPT_END = "###PS1JSON###", "###PS1END###"  # OpenHands' PS1, around its JSON
+PROMPT_END = "###PS1END###"  # the end of OpenHands' PS1 (its start: live_output.PROMPT_MARK)
 
 
 def start_terminal(workspace: str, shell_path: str | None, save_dir: str | None) -> Any:
@@ -138,7 +140,7 @@ def keep_the_last_prompt_on_clear(shell: Any) -> None:
     def clear_screen() -> None:
         with shell.output_lock:
             data = "".join(shell.output_buffer)
-            start, end = data.rfind(PROMPT_BEGIN), data.rfind(PROMPT_END)
+            start, end = data.rfind(PROMPT_MARK), data.rfind(PROMPT_END)
             if start != -1 and end > start:
                 line = data.rfind("\n", 0, start)  # the line end before it is part of the prompt
                 shell.output_buffer.clear()
