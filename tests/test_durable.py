@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from jmp_lab.chaos.powercut.control import LossyDisk, available
+from jmp_lab.chaos.powercut.control import LossyDisk
 from kernel.context.checkpoint import build_checkpoint, decode_checkpoint, usable
 from kernel.context.recall.index import RecallIndex
 from kernel.errors import StorageError
@@ -39,6 +39,7 @@ from protocol.events import (
 )
 from tests.fakes.stepper import text
 from tests.support.context import Log
+from tests.support.lossy import fuse, lossy_disk
 from tests.support.session import ROOT
 
 
@@ -342,23 +343,11 @@ def test_a_checkpoint_of_records_the_log_no_longer_holds_is_not_used() -> None:
 
 # --- pulled plugs, through the simulator ----------------------------------------------------
 
-REASON = available()
-fuse = pytest.mark.skipif(REASON is not None, reason=f"power cuts need FUSE: {REASON}")
-
 
 @pytest.fixture
 def make_disk(tmp_path: Path) -> Iterator[Callable[[str], LossyDisk]]:
-    disks: list[LossyDisk] = []
-
-    def make(model: str) -> LossyDisk:
-        disk = LossyDisk(tmp_path / "backing", tmp_path / "mnt", model, tmp_path / "state")
-        disks.append(disk)
-        disk.start()
-        return disk
-
-    yield make
-    for disk in disks:
-        disk.kill()
+    with contextlib.ExitStack() as disks:
+        yield lambda model: disks.enter_context(lossy_disk(tmp_path, model))
 
 
 # After the n-th fsync of the log: on 2b9f963 the journal model had then committed the names

@@ -16,9 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from jmp_lab.chaos.powercut.control import LossyDisk, available
+from jmp_lab.chaos.powercut.control import LossyDisk
 from jmp_lab.chaos.powercut.cut import take
 from jmp_lab.chaos.powercut.model import MODELS, PAGE, Image
+from tests.support.lossy import fuse, lossy_disk
 
 # --- the image alone ------------------------------------------------------------------
 
@@ -205,16 +206,11 @@ def test_an_older_unsynced_op_never_undoes_a_newer_durable_entry() -> None:
 
 # --- through a real FUSE mount ----------------------------------------------------------
 
-REASON = available()
-fuse = pytest.mark.skipif(REASON is not None, reason=f"power cuts need FUSE: {REASON}")
-
 
 @pytest.fixture
 def disk(tmp_path: Path) -> Iterator[LossyDisk]:
-    lossy = LossyDisk(tmp_path / "backing", tmp_path / "mnt", "strict", tmp_path / "state")
-    lossy.start()
-    yield lossy
-    lossy.kill()
+    with lossy_disk(tmp_path, "strict") as lossy:
+        yield lossy
 
 
 def _fsync(path: Path) -> None:

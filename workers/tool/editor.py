@@ -11,12 +11,20 @@ after a few days of tests), holding copies of the person's files. Here the undo 
 where the kernel says (`--editor-history`): its private runtime directory, removed when the
 kernel closes the tool worker, or by the next kernel after a crash. Never the session
 directory: the copies are unredacted (a key in a workspace file would be stored there).
+
+A file the editor writes is on the disk before the tool answers: OpenHands writes a temp file
+and renames it over the path, with no fsync, so a power cut could undo a write the person was
+shown as done, or keep its name with none of its text. Here the temp file is fsynced before the
+rename (a cut leaves the old text or the new, never an empty file) and the directory after it.
+A shell command's own writes are its own affair (docs/DECISIONS.md "What the editor writes").
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from openhands.tools.file_editor.editor import FileEditor
@@ -27,7 +35,8 @@ from protocol.text import clean
 
 
 class WorkspaceEditor(FileEditor):
-    """FileEditor whose directory view never follows a symbolic link."""
+    """FileEditor whose directory view never follows a symbolic link, and whose writes are on
+    the disk before it answers (the module docstring)."""
 
     def _format_directory_entry(self, root: Path, entry: Path) -> str:
         relative = "" if entry == root else "/" + entry.relative_to(root).as_posix()
@@ -50,6 +59,18 @@ class WorkspaceEditor(FileEditor):
                 visible.extend(c for c in children if not c.name.startswith("."))
         return [self._format_directory_entry(path, entry) for entry in visible]
 
+    def _atomic_write(self, path: Path, file_text: str, encoding: str) -> None:
+        """OpenHands' temp file and rename (its text fsynced first: `_temp_file`), then the
+        directory fsynced: the new name survives a power cut too."""
+        super()._atomic_write(path, file_text, encoding)
+        _fsync(path.parent, os.O_DIRECTORY)  # the directory the rename went to, link or not
+
+    @contextlib.contextmanager
+    def _temp_file(self, path: Path, file_text: str, encoding: str) -> Iterator[Path]:
+        with super()._temp_file(path, file_text, encoding) as temp:
+            _fsync(temp, os.O_NOFOLLOW)  # before the rename: the path then names the whole new text
+            yield temp
+
 
 def workspace_executor(workspace: Path, history_dir: Path | None = None) -> FileEditorExecutor:
     """A FileEditorExecutor for `workspace` whose editor is a WorkspaceEditor, its undo history
@@ -65,6 +86,19 @@ def workspace_executor(workspace: Path, history_dir: Path | None = None) -> File
         )
     executor.editor = editor
     return executor
+
+
+def _fsync(path: Path, flags: int = 0) -> None:
+    """fsync path; a filesystem that cannot sync it (EINVAL, ENOTSUP) is left as it is, and
+    any other failure is the write's (OpenHands reports it as a ToolError naming the path)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | flags)
+    try:
+        os.fsync(fd)
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP):
+            raise
+    finally:
+        os.close(fd)
 
 
 def _drop_history_dir(editor: FileEditor) -> None:

@@ -74,11 +74,11 @@ def without_blind_wait() -> Iterator[list[float]]:
             time.sleep(seconds)
 
     with _PATCH:
-        module.time = _Time()  # type: ignore[assignment]
+        module.time = _Time()  # type: ignore[assignment,attr-defined]
         try:
             yield skipped
         finally:
-            module.time = time
+            module.time = time  # type: ignore[attr-defined]
 
 
 def rc_free_bash(folder: Path) -> str | None:

@@ -133,7 +133,8 @@ class LossyDisk:
         with Client(str(self.socket), family="AF_UNIX", authkey=self.key) as conn:
             conn.send({"op": "wait", "timeout": timeout})
             reply = conn.recv()
-        return reply.get("ok")
+        fired: dict[str, Any] | None = reply.get("ok")
+        return fired
 
     def cut(self, data: str = "lose", dirs: str = "lose", seed: int = 0) -> dict[str, Any]:
         """Cut the power: BACKING becomes the durable image; returns what was lost. Kill the
