@@ -19,7 +19,7 @@ import pytest
 from jmp_lab.chaos.powercut.control import LossyDisk
 from jmp_lab.chaos.powercut.cut import take
 from jmp_lab.chaos.powercut.model import MODELS, PAGE, Image
-from tests.support.lossy import fuse, lossy_disk
+from tests.support.lossy import fsync, fuse, lossy_disk
 
 # --- the image alone ------------------------------------------------------------------
 
@@ -213,14 +213,6 @@ def disk(tmp_path: Path) -> Iterator[LossyDisk]:
         yield lossy
 
 
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 @fuse
 def test_through_fuse_a_cut_keeps_only_what_was_synced(disk: LossyDisk) -> None:
     mnt, backing = disk.mount, disk.backing
@@ -231,8 +223,8 @@ def test_through_fuse_a_cut_keeps_only_what_was_synced(disk: LossyDisk) -> None:
         os.fsync(out.fileno())
         out.write(b"lost append\n")
     (mnt / "tmp").write_bytes(b"renamed, never synced")
-    _fsync(mnt / "tmp")
-    _fsync(mnt)
+    fsync(mnt / "tmp")
+    fsync(mnt)
     os.rename(mnt / "tmp", mnt / "final")
     (mnt / "new").write_bytes(b"never named durably")
     assert (mnt / "kept").read_bytes().endswith(b"lost append\n")
@@ -269,8 +261,8 @@ def test_through_fuse_a_torn_append_and_injected_eio_and_enospc(disk: LossyDisk)
     assert full.value.errno == 28
     log = mnt / "log"
     log.write_bytes(b"line 1\n")
-    _fsync(log)
-    _fsync(mnt)
+    fsync(log)
+    fsync(mnt)
     with open(log, "ab") as out:
         out.write(b"line 2 is long enough to be torn somewhere in the middle\n")
     status = disk.status()
@@ -317,8 +309,8 @@ def test_through_fuse_a_failed_directory_sync_names_what_it_was_to_commit(
     so a later successful one commits them."""
     mnt = disk.mount
     (mnt / "d").mkdir()
-    _fsync(mnt / "d")
-    _fsync(mnt)
+    fsync(mnt / "d")
+    fsync(mnt)
     disk.arm([{"op": "fsync", "pattern": r"^/d$", "nth": 1, "action": "eio"}])
     (mnt / "d" / "b").write_bytes(b"")
     (mnt / "d" / "a").write_bytes(b"")
@@ -327,11 +319,11 @@ def test_through_fuse_a_failed_directory_sync_names_what_it_was_to_commit(
     (mnt / "d" / ".tmp-2").write_bytes(b"")
     os.unlink(mnt / "d" / ".tmp-2")
     with pytest.raises(OSError) as failed:
-        _fsync(mnt / "d")
+        fsync(mnt / "d")
     assert failed.value.errno == 5
     [rule] = disk.status()["rules"]
     assert rule["fired"][0]["commits"] == ["a", "b", "c"]
-    _fsync(mnt / "d")  # the retry commits them
+    fsync(mnt / "d")  # the retry commits them
     disk.freeze()
     disk.cut("lose", "lose", seed=1)
     assert sorted(os.listdir(disk.backing / "d")) == ["a", "b", "c"]

@@ -4,6 +4,7 @@ the mark that skips a test, saying why, where FUSE cannot run."""
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,3 +25,12 @@ def lossy_disk(base: Path, model: str = "strict") -> Iterator[LossyDisk]:
         yield disk
     finally:
         disk.kill()
+
+
+def fsync(path: Path) -> None:
+    """fsync a file or a directory (its entries)."""
+    fd = os.open(path, os.O_RDONLY | (os.O_DIRECTORY if path.is_dir() else 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

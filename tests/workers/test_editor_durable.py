@@ -9,21 +9,12 @@ commits it (a journal, as ext4's: here the kernel's fsync of `tool_finished` sta
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from jmp_lab.chaos.powercut.model import MODELS
-from tests.support.lossy import fuse, lossy_disk
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+from tests.support.lossy import fsync, fuse, lossy_disk
 
 
 @fuse
@@ -40,7 +31,7 @@ def test_a_file_the_editor_wrote_is_there_whole_after_a_power_cut(
         workspace.mkdir()
         (workspace / "old.txt").write_text("old text\n")
         for durable in (workspace / "old.txt", workspace, disk.mount):
-            _fsync(durable)  # the person's file, on the disk before the agent starts
+            fsync(durable)  # the person's file, on the disk before the agent starts
         executor = workspace_executor(workspace, tmp_path / "history")
         created = FileEditorAction(
             command="create", path=str(workspace / "new.txt"), file_text="new file\n"
@@ -52,7 +43,7 @@ def test_a_file_the_editor_wrote_is_there_whole_after_a_power_cut(
         assert not executor(edited).is_error
         log = disk.mount / "events.jsonl"  # the kernel's log: its fsync follows the answer
         log.write_text("tool_finished\n")
-        _fsync(log)
+        fsync(log)
         disk.freeze()
         disk.cut("lose", "lose", seed=1)
     kept = tmp_path / "backing" / "ws"
