@@ -32,7 +32,7 @@ install:
 	$(PY) -m compileall -q -j 0 main.py $(CODE) >/dev/null
 
 # The suite in TEST_WORKERS processes (pytest-xdist; tests/conftest.py keeps each file, and the
-# security matrix, on one worker): two by default, about 650 s on this 2-core machine against
+# security matrix, on one worker): two by default, 650-700 s on this 2-core machine against
 # 750 s in one (docs/DECISIONS.md "The suite in two processes"); TEST_WORKERS=1 runs it in one.
 TEST_WORKERS ?= 2
 test:
