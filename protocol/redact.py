@@ -111,6 +111,7 @@ class Redactor:
     def __init__(self, secrets: Iterable[str | None] = ()) -> None:
         self._secrets: set[str] = set()
         self._encoded: tuple[str, ...] = ()  # the secrets' encoded forms, longest first
+        self._shortest = 0  # the length of the shortest form
         self._pattern = re.compile(_TOKENS)
         self.add(*secrets)
 
@@ -123,6 +124,7 @@ class Redactor:
         self._secrets |= fresh
         forms = set().union(*(encoded_forms(s) for s in self._secrets)) - self._secrets
         self._encoded = tuple(sorted(forms, key=lambda f: (-len(f), f)))
+        self._shortest = min(map(len, forms), default=0)
         self._pattern = _alternation(self._secrets)
 
     @property
@@ -138,9 +140,10 @@ class Redactor:
 
     def text(self, s: str) -> str:
         """The string with every secret, encoded form of one, and token replaced."""
-        for form in self._encoded:
-            if form in s:
-                s = s.replace(form, REDACTED)
+        if len(s) >= self._shortest:  # most strings of a record are shorter than any form
+            for form in self._encoded:
+                if form in s:
+                    s = s.replace(form, REDACTED)
         return self._pattern.sub(REDACTED, s)
 
     def value(self, obj: Any) -> Any:
