@@ -10,7 +10,7 @@ that contains another is replaced whole; the token formats wherever they appear.
 function over str, so it lives in the shared leaf: stdlib only.
 
 The encoded forms are many literals (about eight per secret) that almost never occur, and one
-alternation of them with the raw values would make every call 4 to 14 times slower
+alternation of them with the raw values would make every call 3 to 37 times slower
 (bench/redact.py): instead each form present (one `in` per form, at memory speed) is replaced
 by `str.replace`, longest first, and then the raw values and the token formats by their one
 pattern, as before.
