@@ -9,11 +9,15 @@ kernel until the test kills it, or the kernel's limit does.
 
 from __future__ import annotations
 
+import contextlib
 import signal
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from jmp_lab.chaos.powercut.control import LossyDisk
 from tests.support.cli import Cli, json_lines, tool_call, wait_for_line
 from tests.support.lossy import fuse, lossy_disk
 from tests.support.warm import workers_of
@@ -21,13 +25,13 @@ from tests.support.warm import workers_of
 pytestmark = [fuse, pytest.mark.timeout(400)]
 
 
-def _held_read(jmp: Cli) -> tuple[Path, object]:
-    """A file under the workspace whose first open freezes its disk (the disk, entered)."""
-    disk_cm = lossy_disk(jmp.workspace / "fs")
-    disk = disk_cm.__enter__()
-    (disk.mount / "slow.txt").write_text("slow text\n")
-    disk.arm([{"op": "open", "pattern": r"slow\.txt", "action": "freeze-before"}])
-    return disk.mount / "slow.txt", (disk, disk_cm)
+@contextlib.contextmanager
+def _held_read(jmp: Cli) -> Iterator[tuple[Path, LossyDisk]]:
+    """A file under the workspace whose first open freezes its disk, and that disk."""
+    with lossy_disk(jmp.workspace / "fs") as disk:
+        (disk.mount / "slow.txt").write_text("slow text\n")
+        disk.arm([{"op": "open", "pattern": r"slow\.txt", "action": "freeze-before"}])
+        yield disk.mount / "slow.txt", disk
 
 
 def _script(jmp: Cli, path: Path) -> None:
@@ -44,16 +48,15 @@ def _follow_up_runs(jmp: Cli, session: str) -> None:
     assert not [e for e in jmp.log(session) if e["kind"] == "tool_uncertain"]
 
 
-def _finished_read(jmp: Cli, session: str) -> dict:
+def _finished_read(jmp: Cli, session: str) -> dict[str, Any]:
     (read,) = [e["data"] for e in jmp.log(session) if e["kind"] == "tool_finished"]
     assert read["tool"] == "read" and read["status"] == "error", read
     assert read["reason"] == "worker_exit" and "changes nothing" in read["error"], read
-    return read
+    return dict(read)
 
 
 def test_a_read_whose_worker_is_killed_needs_no_acknowledgement(jmp: Cli) -> None:
-    path, (disk, disk_cm) = _held_read(jmp)
-    try:
+    with _held_read(jmp) as (path, disk):
         _script(jmp, path)
         proc = jmp.start("--workspace", str(jmp.workspace), "read the slow file")
         fired = disk.wait(300)  # the worker is inside open(2) of slow.txt
@@ -62,8 +65,6 @@ def test_a_read_whose_worker_is_killed_needs_no_acknowledgement(jmp: Cli) -> Non
         worker.send_signal(signal.SIGKILL)
         disk.cut()  # a wait inside FUSE ends only with an answer: EIO, from here on
         stdout, stderr = proc.communicate(timeout=300)
-    finally:
-        disk_cm.__exit__(None, None, None)
     result = json_lines(stdout)[-1]["data"]
     assert proc.returncode == 0 and result["status"] == "completed", stdout[-2000:] + stderr
     session = result["session_id"]
@@ -76,19 +77,35 @@ def test_a_read_that_does_not_answer_is_stopped_at_the_file_tools_limit(jmp: Cli
     frozen disk is cut only once the client has been told the read failed (the killed
     worker's wait inside FUSE ends with the disk's answer)."""
     jmp.extra_env["JMP_FILE_TOOL_TIMEOUT_S"] = "3"
-    path, (disk, disk_cm) = _held_read(jmp)
-    try:
+    with _held_read(jmp) as (path, disk):
         _script(jmp, path)
         proc = jmp.start("--workspace", str(jmp.workspace), "read the slow file")
         seen = wait_for_line(proc, lambda line: line["kind"] == "tool_finished", timeout=300)
         disk.cut()
         stdout, stderr = proc.communicate(timeout=300)
-    finally:
-        disk_cm.__exit__(None, None, None)
     lines = seen + json_lines(stdout)
     result = lines[-1]["data"]
     assert proc.returncode == 0 and result["status"] == "completed", stdout[-2000:] + stderr
     session = result["session_id"]
     read = _finished_read(jmp, session)
     assert "timeout" in read["error"], read
+    _follow_up_runs(jmp, session)
+
+
+def test_a_read_stopped_by_ctrl_c_ends_the_run_cancelled_and_needs_no_acknowledgement(
+    jmp: Cli,
+) -> None:
+    with _held_read(jmp) as (path, disk):
+        _script(jmp, path)
+        proc = jmp.start("--workspace", str(jmp.workspace), "read the slow file")
+        assert disk.wait(300), "the read never opened the file"
+        proc.send_signal(signal.SIGINT)  # Ctrl+C: the kernel cancels, then kills the worker
+        seen = wait_for_line(proc, lambda line: line["kind"] == "tool_finished", timeout=300)
+        disk.cut()
+        stdout, stderr = proc.communicate(timeout=300)
+    result = (seen + json_lines(stdout))[-1]["data"]
+    assert result["status"] == "cancelled", stdout[-2000:] + stderr
+    session = result["session_id"]
+    (read,) = [e["data"] for e in jmp.log(session) if e["kind"] == "tool_finished"]
+    assert read["status"] == "error" and read["reason"] == "cancelled", read
     _follow_up_runs(jmp, session)
