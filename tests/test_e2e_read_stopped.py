@@ -109,3 +109,19 @@ def test_a_read_stopped_by_ctrl_c_ends_the_run_cancelled_and_needs_no_acknowledg
     (read,) = [e["data"] for e in jmp.log(session) if e["kind"] == "tool_finished"]
     assert read["status"] == "error" and read["reason"] == "cancelled", read
     _follow_up_runs(jmp, session)
+
+
+def test_a_read_whose_kernel_is_killed_needs_no_acknowledgement(jmp: Cli) -> None:
+    """The next open finds the read with no end: it records it failed (reason kernel_exit),
+    not uncertain, and the follow-up runs."""
+    with _held_read(jmp) as (path, disk):
+        _script(jmp, path)
+        proc = jmp.start("--workspace", str(jmp.workspace), "read the slow file")
+        assert disk.wait(300), "the read never opened the file"
+        proc.send_signal(signal.SIGKILL)  # the kernel alone; its workers find out
+        stdout, _ = proc.communicate(timeout=60)
+        disk.cut()
+    session = json_lines(stdout)[0]["session_id"]
+    _follow_up_runs(jmp, session)
+    (read,) = [e["data"] for e in jmp.log(session) if e["kind"] == "tool_finished"]
+    assert read["status"] == "error" and read["reason"] == "kernel_exit", read
