@@ -40,6 +40,10 @@ def _script(jmp: Cli, path: Path) -> None:
     jmp.flash.queue([tool_call(path=rel), {"text": "could not read it"}])
 
 
+def _the_call_ended(line: dict[str, Any]) -> bool:
+    return line["kind"] in ("tool_finished", "tool_uncertain")
+
+
 def _follow_up_runs(jmp: Cli, session: str) -> None:
     jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
     jmp.flash.queue([{"text": "followed up"}])
@@ -80,7 +84,7 @@ def test_a_read_that_does_not_answer_is_stopped_at_the_file_tools_limit(jmp: Cli
     with _held_read(jmp) as (path, disk):
         _script(jmp, path)
         proc = jmp.start("--workspace", str(jmp.workspace), "read the slow file")
-        seen = wait_for_line(proc, lambda line: line["kind"] == "tool_finished", timeout=300)
+        seen = wait_for_line(proc, _the_call_ended, timeout=300)
         disk.cut()
         stdout, stderr = proc.communicate(timeout=300)
     lines = seen + json_lines(stdout)
@@ -100,7 +104,7 @@ def test_a_read_stopped_by_ctrl_c_ends_the_run_cancelled_and_needs_no_acknowledg
         proc = jmp.start("--workspace", str(jmp.workspace), "read the slow file")
         assert disk.wait(300), "the read never opened the file"
         proc.send_signal(signal.SIGINT)  # Ctrl+C: the kernel cancels, then kills the worker
-        seen = wait_for_line(proc, lambda line: line["kind"] == "tool_finished", timeout=300)
+        seen = wait_for_line(proc, _the_call_ended, timeout=300)
         disk.cut()
         stdout, stderr = proc.communicate(timeout=300)
     result = (seen + json_lines(stdout))[-1]["data"]
