@@ -1,6 +1,6 @@
 """A read whose tool worker dies (killed, or stopped at the file tools' limit) had no effect
 (issue 32 item 3): the call ends failed, nothing is uncertain, the run goes on, and a follow-up
-runs without `--ack-interrupted`. Through the real CLI, on the default spawn path.
+runs without `--ack-interrupted`. Through the real CLI (the kill on both spawn paths).
 
 The read is held where no check can refuse it: the file lies on a FUSE disk (the power-cut
 simulator) that freezes at the first `open` of its name, so the worker waits inside the
@@ -59,7 +59,10 @@ def _finished_read(jmp: Cli, session: str) -> dict[str, Any]:
     return dict(read)
 
 
-def test_a_read_whose_worker_is_killed_needs_no_acknowledgement(jmp: Cli) -> None:
+@pytest.mark.parametrize("warm", ["1", "0"], ids=["warm", "cold"])
+def test_a_read_whose_worker_is_killed_needs_no_acknowledgement(jmp: Cli, warm: str) -> None:
+    """On both spawn paths: a worker forked by the suite's pool, and JMP_WARM=0."""
+    jmp.extra_env["JMP_WARM"] = warm
     with _held_read(jmp) as (path, disk):
         _script(jmp, path)
         proc = jmp.start("--workspace", str(jmp.workspace), "read the slow file")
