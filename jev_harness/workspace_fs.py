@@ -9,10 +9,15 @@ than one name (a hard link: its other names may lie outside the root, and nothin
 is read, but its link count travels with it so that every listing and read can mark it. Where
 the platform lacks these primitives, every call raises `Unsupported` (fail closed). Nothing
 read here is imported or executed.
+
+The one home of this check: jmp's file tools (workers/tool) open their targets through
+`Confined.inspect` too, so a FIFO, a device or a socket in a workspace is refused by name
+there as here (issue 32).
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
@@ -104,21 +109,25 @@ class Confined:
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC | os.O_NONBLOCK
         return os.open(self.root, flags)
 
-    def _open_at(self, dir_fd: int, name: bytes, want: str) -> int:
-        """Open one component of kind `want` (dir or file) under `dir_fd`, never following."""
+    def _open_at(self, dir_fd: int, name: bytes, want: str | tuple[str, ...]) -> int:
+        """Open one component of kind `want` (dir or file, or either) under `dir_fd`, never
+        following; anything else is Refused, its type named."""
+        wanted = (want,) if isinstance(want, str) else want
         try:
             found = kind_of(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
         except FileNotFoundError:
             raise Refused(f"{os.fsdecode(name)!r} does not exist") from None
-        if found != want:
-            raise Refused(f"{_show(name)} is a {found}, not a {want}: not followed or read")
+        if found not in wanted:
+            raise Refused(
+                f"{_show(name)} is a {found}, not a {' or '.join(wanted)}: not followed or read"
+            )
         flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-        flags |= os.O_DIRECTORY if want == "dir" else 0
+        flags |= os.O_DIRECTORY if found == "dir" else 0
         try:
             fd = os.open(name, flags, dir_fd=dir_fd)
         except OSError as exc:  # ELOOP: it became a symlink since the stat
             raise Refused(f"{_show(name)} cannot be opened safely: {exc.strerror}") from None
-        if kind_of(os.fstat(fd).st_mode) != want:  # swapped between stat and open
+        if kind_of(os.fstat(fd).st_mode) != found:  # swapped between stat and open
             os.close(fd)
             raise Refused(f"{_show(name)} changed type while opening it")
         return fd
@@ -152,6 +161,23 @@ class Confined:
                 entries.append(Entry(name, kind_of(info.st_mode), info.st_size, info.st_nlink))
             return entries, len(names)
 
+    def inspect(self, parts: Components) -> os.stat_result:
+        """The status of the regular file or directory at `parts`, found by opening every
+        component without following (O_NOFOLLOW | O_NONBLOCK: a FIFO is never waited on) and
+        read from the descriptor; Refused names anything else (a symlink, FIFO, device or
+        socket), FileNotFoundError when a component is missing."""
+        if not parts:
+            with self.open_dir(parts) as fd:
+                return os.fstat(fd)
+        with self.open_dir(parts[:-1]) as dir_fd:
+            if not _exists(dir_fd, parts[-1]):
+                raise FileNotFoundError(errno.ENOENT, "no such file", display(parts))
+            fd = self._open_at(dir_fd, parts[-1], ("file", "dir"))
+            try:
+                return os.fstat(fd)
+            finally:
+                os.close(fd)
+
     def read_bytes(self, parts: Components, limit: int) -> tuple[bytes, int, int]:
         """At most `limit` bytes of the regular file at `parts`, its size and its link count."""
         if not parts:
@@ -171,6 +197,14 @@ class Confined:
                 return b"".join(chunks), size, info.st_nlink
             finally:
                 os.close(fd)
+
+
+def _exists(dir_fd: int, name: bytes) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _show(name: bytes) -> str:

@@ -92,6 +92,13 @@ def is_shell(tool: str) -> bool:
     return bool(known and known.shell)
 
 
+def is_file_tool(tool: str) -> bool:
+    """True for the tool worker's file tools (read, write, edit): each call ends within the
+    kernel's file-tool limit (kernel/supervision/restart.py FILE_TOOL_S)."""
+    known = BUILTINS.get(tool)
+    return bool(known and known.worker and not known.shell)
+
+
 def is_kernel_tool(tool: str) -> bool:
     """True when the kernel runs `tool` itself (recall) rather than the tool worker."""
     known = BUILTINS.get(tool)

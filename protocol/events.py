@@ -160,7 +160,11 @@ class ToolStartedData(Data):
 
 
 class ToolFinishedData(Data):
-    """The tool returned. `status=ok` means no tool error, not that the goal was met."""
+    """The tool returned. `status=ok` means no tool error, not that the goal was met. A call of
+    a tool that only observes (`read`, `recall`) ends here too when its worker died or a cancel
+    stopped it (`reason` "worker_exit" or "cancelled"), or when the next open finds it with no
+    end ("kernel_exit"): `status=error`, `interrupted`; it changed nothing, so it is never
+    `tool_uncertain` and needs no acknowledgement."""
 
     call_id: str
     tool: str
@@ -177,7 +181,9 @@ class ToolFinishedData(Data):
     # Set by the tool worker, a fact rather than a guess from exit_code: the shell command was
     # stopped before it finished (then exit_code is -1, whatever the shell said after C-c).
     interrupted: bool = False  # stopped before it finished (Ctrl+C/cancel or a limit)
-    reason: str = ""  # why: "cancelled" (Ctrl+C), "timeout" or "output_cap" (tree killed)
+    # "timeout", "output_cap": its tree was killed; "worker_exit", "kernel_exit": a read that
+    # its worker's or kernel's death ended (it changed nothing: docs/DECISIONS.md "Tools")
+    reason: str = ""  # why: "cancelled", "timeout", "output_cap", "worker_exit", "kernel_exit"
     # What a person is shown when it differs from `text` (preview): a shell command's output
     # without the notes for the model, the text a read returned, a unified diff of a write or
     # an edit. Absent: show `text`.
@@ -186,7 +192,8 @@ class ToolFinishedData(Data):
 
 class ToolUncertainData(Data):
     """A call began and what it did is unknown: it has no end, or its end says it was stopped
-    before it finished (`cause` says how). Only the kernel writes this."""
+    before it finished (`cause` says how). Only the kernel writes this. Never for a call that
+    only observes (`read`, `recall`): that one ends failed instead (see `tool_finished`)."""
 
     call_id: str
     tool: str

@@ -215,7 +215,7 @@ class ToolResult(Msg, frozen=True):
     error: str = ""
     seconds: float = 0.0
     interrupted: bool = False  # the worker stopped it before it finished (exit_code -1)
-    reason: str = ""  # why it was stopped: "cancelled", "timeout" or "output_cap"
+    reason: str = ""  # why it was stopped: "cancelled", "timeout", "output_cap", "worker_exit"
     # What a person is shown (the readable view), "" = the text: a command's output without
     # the notes for the model, the text read, a unified diff of a write or an edit.
     display: str = ""

@@ -104,6 +104,7 @@ class Settings:
             other_secrets=environment_secrets(env),
         )
         tool_ready_s(env)  # checked at start-up, read where the tool worker is started
+        file_tool_s(env)  # likewise, read where a file tool's call is made
         settings.validate()
         return settings
 
@@ -166,6 +167,15 @@ def tool_ready_s(env: Mapping[str, str] | None = None) -> float:
     from kernel.supervision.restart import TOOL_READY_S  # the one timeout table
 
     return _seconds(os.environ if env is None else env, "JMP_TOOL_READY_S", TOOL_READY_S)
+
+
+def file_tool_s(env: Mapping[str, str] | None = None) -> float:
+    """JMP_FILE_TOOL_TIMEOUT_S: how long the kernel waits for a file tool's answer before it
+    stops the call (kernel/supervision/restart.py FILE_TOOL_S by default); ConfigError names a
+    bad value."""
+    from kernel.supervision.restart import FILE_TOOL_S  # the one timeout table
+
+    return _seconds(os.environ if env is None else env, "JMP_FILE_TOOL_TIMEOUT_S", FILE_TOOL_S)
 
 
 def bash_limits(env: Mapping[str, str] | None = None) -> dict[str, Any]:

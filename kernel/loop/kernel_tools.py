@@ -3,7 +3,8 @@
 The step (kernel/loop/steps.py) takes a tool's handle and calls `specs`, `validate` and `run`
 on it alike whether the tool worker or the kernel executes the call, so a call leaves the same
 records either way (`tool_started` fsynced first). A kernel tool observes only: a kill during
-one leaves a pending call like any other, and nothing re-runs it.
+one leaves it without an end, which the next open records as a failed call (it had no
+effect: kernel/run/ledger.py `settle`), and nothing re-runs it.
 """
 
 from __future__ import annotations

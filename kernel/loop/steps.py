@@ -3,8 +3,9 @@
 Persist before effect: the run's ledger (kernel/run/ledger.py) appends and fsyncs `tool_started`
 before the request leaves for the tool worker; a front end that asks first
 (kernel/loop/approval.py) has its answer recorded before that. A worker that dies during the
-call gets `tool_uncertain` (worker_exit) and the run stops `blocked`; a cancel before the
-request left records that nothing ran; nothing is ever re-run by itself.
+call gets `tool_uncertain` (worker_exit) and the run stops `blocked`, unless the tool only
+observes (read): then the call ends failed (`reason` worker_exit) and the run goes on; a cancel
+before the request left records that nothing ran; nothing is ever re-run by itself.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from kernel.loop.resume import ACK_HINT
 from kernel.run.ledger import ERROR_PREVIEW_CHARS, Call, Ledger, Outcome, RunEnded, preview
 from kernel.store.pending import CANCELLED_WHY
 from kernel.supervision.supervisor import Cancelled, NotSent, WorkerDied, WorkerFailed
+from protocol.catalog import effect_of
 from protocol.codec import to_builtins
 from protocol.events import ArgumentOffloadData, ErrorData
 from protocol.messages import Message, ToolResult, ToolSpec
@@ -195,10 +197,12 @@ class ToolStep:
                 call, Outcome(status="error", text=NOT_RUN, result=done, error=NOT_RUN)
             )
             raise
-        except Cancelled:  # stopped while it ran, and the tool does not say how far it got
-            self.ledger.uncertain(call, CANCELLED_WHY, cause="cancelled")
-            raise
-        except WorkerDied as exc:
+        except (Cancelled, WorkerDied) as exc:
+            if effect_of(tool) == "observes":  # a read changed nothing: its end is a failure
+                return self._observing_stopped(call, exc)
+            if isinstance(exc, Cancelled):  # stopped while it ran; how far it got is unknown
+                self.ledger.uncertain(call, CANCELLED_WHY, cause="cancelled")
+                raise
             self.ledger.uncertain(call, str(exc), signal=exc.signal, exit_code=exc.worker_exit_code)
             raise RunEnded(
                 "blocked",
@@ -216,6 +220,22 @@ class ToolStep:
             return ToolResult(
                 reply_to=call.call_id, status="error", error=exc.detail, text=exc.detail
             )
+
+    def _observing_stopped(self, call: Call, exc: Cancelled | WorkerDied) -> ToolResult:
+        """The end of a call that observes only (read), stopped by a cancel or by its worker's
+        death (killed, out of memory, past the file-tool limit): a failed call, never an
+        uncertain one, for it had no effect (docs/DECISIONS.md "A read whose worker died")."""
+        cancelled = isinstance(exc, Cancelled) or self.cancel.is_set()
+        why = CANCELLED_WHY if cancelled else f"The tool worker died during {call.tool}: {exc}"
+        text = f"{why}. {call.tool} changes nothing: nothing is uncertain, and nothing re-ran it."
+        return ToolResult(
+            reply_to=call.call_id,
+            status="error",
+            text=text,
+            error=text,
+            interrupted=True,
+            reason="cancelled" if cancelled else "worker_exit",
+        )
 
     def _error(self, stage: str, error_class: str, message: str) -> None:
         message = preview(self.session.redactor.text(message), ERROR_PREVIEW_CHARS, "")

@@ -12,7 +12,9 @@ A call, in order (the crash points are where JMP_CRASH_AT kills the kernel in te
              the record naming them, and announces the record once an fsync covered it
   uncertain  `tool_uncertain`, fsynced, for every cause: the kernel saw the worker (or an MCP
              server) die mid-call (worker_exit); a later process found the call with no end
-             (kernel_exit, by `settle`). The call is never re-run.
+             (kernel_exit, by `settle`). The call is never re-run. A call that only observes
+             (read, recall: protocol/catalog.py) is never uncertain: `settle` gives one with
+             no end a failed `tool_finished` instead (it had no effect)
 
 And the run: `end` writes its one `final`, syncs, and gives its result record (`result` gives
 one for a run that writes no final: a replay, a compaction). `RunEnded` is how a deciding loop
@@ -32,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from kernel.store import pending
+from protocol.catalog import effect_of
 from protocol.events import (
     FinalData,
     RunStatus,
@@ -229,6 +232,9 @@ class Ledger:
         acknowledged), as they were before this: `uncertain` is None for those just recorded."""
         waiting: list[pending.CallRecord] = []
         for record in pending.unsettled(self.session.events):
+            if record.finished is None and effect_of(record.started.tool) == "observes":
+                self._observed_without_end(record)  # a read changed nothing: it failed
+                continue
             recorded = record.uncertain
             cause = pending.cause_of(record)  # kernel_exit, or cancelled: the call's end says
             if recorded is None or acknowledge:
@@ -246,6 +252,32 @@ class Ledger:
             if not acknowledge:
                 waiting.append(record)
         return waiting
+
+    def _observed_without_end(self, record: pending.CallRecord) -> None:
+        """The end of a call that only observes (read, recall) and has none (its kernel or
+        worker died during it): failed, `reason` kernel_exit (or the uncertainty already
+        recorded), never waited on, for it had no effect."""
+        started = record.started
+        why = record.uncertain.cause if record.uncertain is not None else "kernel_exit"
+        text = (
+            f"{started.tool} has no recorded end ({why}): it changes nothing, so nothing is "
+            "uncertain, and nothing re-ran it."
+        )
+        call = Call(
+            call_id=started.call_id,
+            tool=started.tool,
+            arguments={},
+            target=started.target,
+            shown_arguments=started.arguments,
+            request=started.request,
+        )
+        done = {"status": "error", "text": text}
+        self.finish(
+            call,
+            Outcome(
+                status="error", text=text, result=done, error=text, interrupted=True, reason=why
+            ),
+        )
 
     def _uncertain(
         self,

@@ -35,6 +35,10 @@ protocol/, is pointed at below); the modules that wait import these names. Secon
     READY_DEFAULT_S     120   supervisor.py: Worker.wait_ready when the caller names no bound
     TOOL_BACKSTOP_S     10    tools.py: beyond a tool call's own time limit, before the kernel
                               stops the call itself
+    FILE_TOOL_S         120   tools.py: a file tool's (read, write, edit) answer, before the
+                              kernel stops the call itself (the editor has no limit of its
+                              own: a blocked open cannot be interrupted in its thread);
+                              JMP_FILE_TOOL_TIMEOUT_S sets it
     CANCEL_GRACE_S      2     supervisor.py: a cancelled or timed-out request's answer, before
                               its worker is killed
     KILL_LANDING_S      5     supervisor.py: after that kill, for the I/O thread to report it
@@ -80,6 +84,7 @@ MODEL_READY_S = 30.0
 TOOL_READY_S = 300.0
 READY_DEFAULT_S = 120.0
 TOOL_BACKSTOP_S = 10.0
+FILE_TOOL_S = 120.0  # a 10 MB file's encoding guess on a loaded machine takes seconds
 CANCEL_GRACE_S = 2.0
 KILL_LANDING_S = 5.0
 SHUTDOWN_GRACE_S = 1.0

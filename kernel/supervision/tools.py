@@ -15,10 +15,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from kernel.config.settings import MODEL_KEYS, bash_limits, tool_ready_s
+from kernel.config.settings import MODEL_KEYS, bash_limits, file_tool_s, tool_ready_s
 from kernel.store.redact import Redactor, environment_secrets
 from kernel.supervision.restart import TOOL_BACKSTOP_S, WorkerSlot
 from kernel.supervision.supervisor import Worker, make_runtime_dir
+from protocol.catalog import is_file_tool
 from protocol.messages import (
     ListTools,
     RunTool,
@@ -56,6 +57,9 @@ class Tools:
         self._specs: list[ToolSpec] | None = None
         # JMP_TOOL_READY_S, else TOOL_READY_S: a cold OpenHands import on a loaded machine
         ready_s = tool_ready_s()
+        # JMP_FILE_TOOL_TIMEOUT_S, else FILE_TOOL_S: a read of a FIFO swapped in after the
+        # worker's check, or of a hung filesystem, ends (issue 32)
+        self.file_tool_s = file_tool_s()
         self._slot = WorkerSlot("tool", self._new, ready_s, on_replace=self._forget_specs)
         # What the worker and its MCP servers print passes this; the Agent hands over the
         # session's redactor (every key and MCP secret). Alone, Tools knows the environment's.
@@ -153,6 +157,8 @@ class Tools:
         msg = RunTool(id=call_id, tool=tool, arguments=args, timeout_s=timeout_s)
         # The shell honours timeout_s itself (exit_code -1); the supervisor's limit is a backstop.
         backstop = None if timeout_s is None else timeout_s + TOOL_BACKSTOP_S
+        if is_file_tool(tool):  # no limit of its own: the kernel's is the one (FILE_TOOL_S)
+            backstop = min(backstop or self.file_tool_s, self.file_tool_s)
         reply: ToolResult = self._slot.request(
             msg, resend=False, cancel=cancel, timeout_s=backstop, on_progress=self.on_output
         )

@@ -6,8 +6,9 @@ that raised is remembered too: each of its rows fails with the same error, none 
 
 - `probe`: confined (no_new_privs; as root, no capability), a hostile launch directory, all four
   keys set, keys in the prompt (or goal) and in the model's answer, an MCP server configured
-  with secrets; the untrusted code (the model's shell, or the task script) runs
-  tests/security/probe.py, then the run completes.
+  with secrets; the agent first `read`s each special file of the workspace (a FIFO, a device,
+  a link out of it: `special_files`); the untrusted code (the model's shell, or the task
+  script) runs tests/security/probe.py, then the run completes.
 - `crash`: unconfined (so that the warm path is the pool's fork, never a fallback); the
   untrusted code appends to `effect.txt` and blocks; the test kill -9s the worker that runs it
   (the tool worker, or the harness worker) and lets the run end.
@@ -27,6 +28,7 @@ import contextlib
 import json
 import os
 import signal
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -202,6 +204,25 @@ def _leftovers(world: World, timeout_s: float = 15.0) -> list[str]:
     return found
 
 
+OUTSIDE = "OUTSIDE-THE-WORKSPACE-5d1f"  # the text of the file a workspace link points at
+
+
+def special_files(world: World) -> dict[str, str]:
+    """The probe's special files in the workspace (made on first call), name -> kind: a FIFO
+    (a read once blocked forever), a character device (`mknod` as root: /dev/null's numbers,
+    never /dev/zero's, which a regression would read until memory ran out) and a symbolic
+    link to a file outside the workspace."""
+    made = {"pipe": "fifo", "null": "device", "escape": "symlink"}
+    ws = world.launch
+    if not (ws / "escape").is_symlink():
+        os.mkfifo(ws / "pipe")
+        with contextlib.suppress(PermissionError):  # not root: no device
+            os.mknod(ws / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        (world.tmp / "outside.txt").write_text(OUTSIDE + "\n")
+        (ws / "escape").symlink_to(world.tmp / "outside.txt")
+    return {n: k for n, k in made.items() if os.path.lexists(ws / n)}
+
+
 def _agent_task(world: World, scenario: str) -> dict[str, Any]:
     keys = " ".join(world.keys.values())
     if scenario == "powercut":  # a quick call the client hears of, then one that blocks
@@ -209,12 +230,15 @@ def _agent_task(world: World, scenario: str) -> dict[str, Any]:
         first, second = f"echo one >> {world.effect}", f"echo two >> {world.effect}; {SLEEP}"
         world.flash.queue([{"tool_call": {"arguments": {"command": c}}} for c in (first, second)])
         return {"prompt": "run both jobs"}
-    if scenario == "probe":
-        world.jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
-        answer = f"Looked around. keys: {keys} {ESCAPES} done"
-        world.flash.queue(
-            [{"tool_call": {"arguments": {"command": world.probe_command()}}}, {"text": answer}]
+    if scenario == "probe":  # first `read` of each special file, then the probe in the shell
+        reads = [{"tool_call": {"arguments": {"path": name}}} for name in special_files(world)]
+        world.jev.script(
+            [{"route": "read"}] * len(reads)
+            + [{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}]
         )
+        answer = f"Looked around. keys: {keys} {ESCAPES} done"
+        probe = {"tool_call": {"arguments": {"command": world.probe_command()}}}
+        world.flash.queue([*reads, probe, {"text": answer}])
         return {"prompt": f"look around; my keys are {keys}"}
     world.jev.script([{"route": "bash"}])
     command = f"echo ran >> {world.effect}; {SLEEP}"

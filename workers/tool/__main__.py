@@ -32,6 +32,7 @@ from protocol.messages import (
 )
 from workers.base import RequestFailed, main_for, on_exit
 from workers.tool.binding import SLICES, check_edit, check_names, confine, protected_dirs, tool_spec
+from workers.tool.files import refusal
 from workers.tool.output import bash_result, editor_result, previous_text
 from workers.tool.shell import BashRunner, clamp_timeout
 from workers.tool.terminal import rc_free_bash, start_terminal
@@ -188,6 +189,12 @@ class ToolWorker:
             return ToolResult(reply_to=msg.id, seconds=time.monotonic() - start, **fields)
         action = self._action(msg.tool, msg.arguments)
         if msg.tool != "bash":
+            refused = refusal(msg.tool, action.path, self.workspace)
+            if refused is not None:  # a FIFO, a device, a socket, a link swapped in
+                seconds = time.monotonic() - start
+                return ToolResult(
+                    reply_to=msg.id, status="error", text=refused, error=refused, seconds=seconds
+                )
             before = previous_text(action.path) if msg.tool == "write" else None
             observation = self.editor(action)
             seconds = time.monotonic() - start

@@ -17,6 +17,12 @@ and renames it over the path, with no fsync, so a power cut could undo a write t
 shown as done, or keep its name with none of its text. Here the temp file is fsynced before the
 rename (a cut leaves the old text or the new, never an empty file) and the directory after it.
 A shell command's own writes are its own affair (docs/DECISIONS.md "What the editor writes").
+
+The temp file is made 0600 (`tempfile`); OpenHands gives an overwritten file's mode back to it,
+a new file kept 0600 whatever the umask (issue 37). Here a new file gets what a new file of the
+person's would: 0666 less the umask, the worker's being its kernel's on both spawn paths
+(workers/pool/takeon.py); an overwritten or edited file keeps its mode and, where the worker may
+give it (root, or a group it is in), its owner and group.
 """
 
 from __future__ import annotations
@@ -69,7 +75,38 @@ class WorkspaceEditor(FileEditor):
     def _temp_file(self, path: Path, file_text: str, encoding: str) -> Iterator[Path]:
         with super()._temp_file(path, file_text, encoding) as temp:
             _fsync(temp, os.O_NOFOLLOW)  # before the rename: the path then names the whole new text
+            _take_on(temp, path)  # then OpenHands gives an existing file's mode back
             yield temp
+
+
+def _take_on(temp: Path, path: Path) -> None:
+    """The temp file's mode and owner as `path`'s would be: a new file's 0666 less the umask;
+    an existing file's owner and group where we may give them (OpenHands copies its mode)."""
+    try:
+        old = os.stat(path)
+    except FileNotFoundError:
+        os.chmod(temp, 0o666 & ~current_umask())
+        return
+    mine = os.stat(temp)
+    if (old.st_uid, old.st_gid) != (mine.st_uid, mine.st_gid):
+        try:
+            os.chown(temp, old.st_uid, old.st_gid)
+        except PermissionError:  # not root: the group, if it is one of ours; else ours
+            with contextlib.suppress(PermissionError):
+                os.chown(temp, -1, old.st_gid)
+
+
+def current_umask() -> int:
+    """This process's umask, read without changing it (/proc: another thread may be creating
+    a file meanwhile); where /proc has no Umask line, set and restored at once."""
+    with (
+        contextlib.suppress(OSError, StopIteration, ValueError),
+        open("/proc/self/status", encoding="ascii") as status,
+    ):
+        return int(next(line for line in status if line.startswith("Umask:")).split()[1], 8)
+    mask = os.umask(0o077)
+    os.umask(mask)
+    return mask
 
 
 def workspace_executor(workspace: Path, history_dir: Path | None = None) -> FileEditorExecutor:

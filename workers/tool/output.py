@@ -69,7 +69,7 @@ def previous_text(path: str) -> str | None:
     """A file's text before a write replaces it, for the diff; None when there is none (or it
     is not a regular file: a FIFO is never waited on). Larger files: only their start."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return None
     try:
