@@ -1,7 +1,8 @@
 """The check-task probe: `python -B -P -m jev_harness.check FILE WORKDIR STATUS GO VERDICT` (fds).
 
 Started by `jev_harness.cli.check_launch` (the parent never imports the script, nor runs any of
-its code). The probe reads the inputs from stdin, then runs the check in an OS-confined child
+its code). The probe reads the inputs, the limits and the script's bytes (as the parent read
+them) from stdin, then runs the check in an OS-confined child
 (jev_harness/sandbox.py: namespaces, a read-only view, no sockets, no new process, no
 capability) when the machine allows it, else itself, unconfined. Before any of the script's
 code runs, the probe's own code writes one line on STATUS_FD and closes it everywhere:
@@ -177,10 +178,14 @@ def main() -> None:
     os.chdir(workdir)
     sent = json.loads(sys.stdin.read() or "{}")  # {"inputs", "limits"}
     inputs, bounds = sent.get("inputs"), ScriptLimits.from_dict(sent.get("limits") or {})
-    try:
-        data: bytes | BaseException = Path(path).read_bytes()  # before any confinement
-    except OSError as exc:
-        data = exc
+    data: bytes | BaseException
+    if isinstance(sent.get("source"), str):  # the bytes the parent read and parsed
+        data = sent["source"].encode("latin-1")
+    else:
+        try:
+            data = Path(path).read_bytes()  # before any confinement
+        except OSError as exc:
+            data = exc
     # Loaded before the guards and the confinement (reading our code is fine).
     import jev_harness.model
     import jev_harness.task  # noqa: F401

@@ -81,7 +81,8 @@ def check_task(path: str, inputs: Any, limits: ScriptLimits) -> dict[str, Any]:
         workdir = os.getcwd()
     except OSError:
         return _failed("the working directory is gone")
-    static = _static_problems(path)
+    source = _read_source(path)
+    static = _static_problems(path, source)
     status_r, status_w = os.pipe()
     go_r, go_w = os.pipe()
     verdict_r, verdict_w = os.pipe()
@@ -104,7 +105,10 @@ def check_task(path: str, inputs: Any, limits: ScriptLimits) -> dict[str, Any]:
     finally:
         for fd in fds:
             os.close(fd)
-    _feed(proc, json.dumps({"inputs": inputs, "limits": limits.as_dict()}).encode())
+    sent = {"inputs": inputs, "limits": limits.as_dict()}
+    if source is not None:  # latin-1: every byte one character, both ways
+        sent["source"] = source.decode("latin-1")
+    _feed(proc, json.dumps(sent).encode())
     deadline = time.monotonic() + PROBE_TIMEOUT_S + GRACE_S
     confined, why = _admit(status_r, go_w, deadline)
     os.close(status_r)
@@ -126,24 +130,36 @@ def check_task(path: str, inputs: Any, limits: ScriptLimits) -> dict[str, Any]:
     return _verdict(static, verdict, proc.returncode)
 
 
-def _static_problems(path: str) -> list[str]:
-    """What this process sees in the script's source without running it: a module that binds
-    no name `workflow` at its top level defines none, whatever its code says. A file that
-    cannot be read or parsed here is left to the probe, which names why."""
+def _read_source(path: str) -> bytes | None:
+    """The script's bytes, read once here (the probe checks these same bytes, so what is
+    parsed here is what runs there), or None to leave reading, and naming why not, to it."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)  # a FIFO must not hang
     except OSError:
-        return []
+        return None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_SOURCE:
-            return []
+            return None
         with os.fdopen(os.dup(fd), "rb") as f:
-            tree = ast.parse(f.read(MAX_SOURCE), filename=path)
-    except (OSError, SyntaxError, ValueError, RecursionError, MemoryError):
-        return []
+            data = f.read(MAX_SOURCE + 1)
+    except OSError:
+        return None
     finally:
         os.close(fd)
+    return data if len(data) <= MAX_SOURCE else None
+
+
+def _static_problems(path: str, data: bytes | None) -> list[str]:
+    """What this process sees in the script's source without running it: a module that binds
+    no name `workflow` at its top level defines none, whatever its code says. A source that
+    cannot be parsed is left to the probe, which names why."""
+    if data is None:
+        return []
+    try:
+        tree = ast.parse(data, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
     return [] if "workflow" in _top_level_names(tree.body) else [NO_WORKFLOW]
 
 
