@@ -12,7 +12,10 @@ they hold for the process and every process it starts:
   says so again), so that a write past it fails (EFBIG) instead of killing the process;
 - CPU: a watchdog thread raises `CpuLimitExceeded` in the script's thread once the process has
   used its CPU budget since the limits were set (the deadline + 5 s, or JEV_HARNESS_CPU_S);
-  RLIMIT_CPU, HARD_GRACE_S later, kills a script stuck in C code where no exception lands;
+  RLIMIT_CPU, HARD_GRACE_S later, kills a script stuck in C code where no exception lands.
+  It fires once, and only while `busy` (a request being answered); an exception that lands
+  just as that request ends is answered as an internal error of that request, and the next
+  one meets RLIMIT_CPU;
 - processes: RLIMIT_NPROC counts every process and thread of the real uid (in its user
   namespace), not of this process, so it is set to the uid's current count plus
   JEV_HARNESS_MAX_PROCESSES. The kernel exempts root (and CAP_SYS_RESOURCE / CAP_SYS_ADMIN)
