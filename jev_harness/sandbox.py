@@ -14,8 +14,9 @@ of the paths in `view` (and what Python needs: its prefixes, sys.path, /usr, /et
   is the probe; no process outside it can be seen or signalled;
 - then every capability is dropped (bounding set, securebits locked, no_new_privs), so an
   exec'd program regains none, and a seccomp filter refuses socket(2) and io_uring_setup(2)
-  (a Unix socket of the view, such as a warm pool's, must not be reachable either) and the
-  clearing of the init's parent-death signal (how the probe's deadline ends it all).
+  (a Unix socket of the view, such as a warm pool's, must not be reachable either), every new
+  process (threads are allowed: check-task is static, and RLIMIT_NPROC does not bind root)
+  and the clearing of the init's parent-death signal (how the probe's deadline ends it all).
 
 It raises `Unconfined(reason)` when the machine does not allow it (no user namespaces, an
 older kernel, another architecture): before anything irreversible when it can, else the caller
@@ -46,7 +47,8 @@ PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 1, 2
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 SECBITS_LOCKED_ALL = 0x3F  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS and their locks
 SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
-EACCES = 13
+EPERM, EACCES, ENOSYS = 1, 13, 38
+CLONE_THREAD = 0x00010000
 
 # Per architecture: audit arch, and the numbers of pivot_root, capset, socket, prctl (those of
 # io_uring_setup, open_tree, move_mount and mount_setattr are the same on both).
@@ -55,6 +57,9 @@ _ARCH = {
     "aarch64": (0xC00000B7, 41, 91, 198, 167),
 }
 NR_IO_URING_SETUP, NR_OPEN_TREE, NR_MOVE_MOUNT, NR_MOUNT_SETATTR = 425, 428, 429, 442
+NR_CLONE3 = 435
+# clone, fork, vfork (aarch64 has no fork nor vfork: a number no call has)
+_PROCESS_CALLS = {"x86_64": (56, 57, 58), "aarch64": (220, 0xFFFFFFFF, 0xFFFFFFFF)}
 _X32_BIT = 0x40000000  # x86_64: the x32 ABI's numbers, another way to every syscall
 SYSTEM_DIRS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 DEVICES = ("null", "zero", "full", "random", "urandom")
@@ -232,24 +237,36 @@ def _drop_capabilities(last_cap: int, nr_capset: int) -> None:
 def _filter_syscalls(nr_socket: int, nr_prctl: int) -> None:
     """seccomp: socket(2), io_uring_setup(2) (which has sockets of its own) and
     prctl(PR_SET_PDEATHSIG) (the init's parent-death signal is how the probe's deadline ends
-    the namespace) fail with EACCES; a foreign ABI (i386, x32) is killed."""
+    the namespace) fail with EACCES; a new process (fork, vfork, a clone without CLONE_THREAD)
+    fails with EPERM, clone3 with ENOSYS (libc then clones a thread the old way, which its
+    flags show); a foreign ABI (i386, x32) is killed."""
     audit_arch = arch()[0]
-    ld, jeq, jge, ja, ret = 0x20, 0x15, 0x35, 0x05, 0x06  # BPF_LD|W|ABS, BPF_JMP|.., BPF_RET
-    allow, deny = SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO | EACCES
+    nr_clone, nr_fork, nr_vfork = _PROCESS_CALLS[_machine()]
+    ld, jeq, jge, jset, ja, ret = 0x20, 0x15, 0x35, 0x45, 0x05, 0x06  # BPF_LD|W|ABS, BPF_JMP..
+    allow = SECCOMP_RET_ALLOW
     prog = [  # (code, jump if true, jump if false, k); seccomp_data: nr, arch, ip, args[6]
         (ld, 0, 0, 4),  # 0
         (jeq, 1, 0, audit_arch),  # 1: native: skip the kill
         (ret, 0, 0, SECCOMP_RET_KILL_PROCESS),  # 2
         (ld, 0, 0, 0),  # 3
-        (jge, 7, 0, _X32_BIT) if _machine() == "x86_64" else (ja, 0, 0, 0),  # 4
-        (jeq, 6, 0, nr_socket),  # 5
-        (jeq, 5, 0, NR_IO_URING_SETUP),  # 6
-        (jeq, 1, 0, nr_prctl),  # 7
-        (ret, 0, 0, allow),  # 8
-        (ld, 0, 0, 16),  # 9: args[0], its low 32 bits (little-endian)
-        (jeq, 1, 0, PR_SET_PDEATHSIG),  # 10
-        (ret, 0, 0, allow),  # 11
-        (ret, 0, 0, deny),  # 12
+        (jge, 16, 0, _X32_BIT) if _machine() == "x86_64" else (ja, 0, 0, 0),  # 4 -> 21
+        (jeq, 15, 0, nr_socket),  # 5 -> 21
+        (jeq, 14, 0, NR_IO_URING_SETUP),  # 6 -> 21
+        (jeq, 12, 0, NR_CLONE3),  # 7 -> 20
+        (jeq, 10, 0, nr_fork),  # 8 -> 19
+        (jeq, 9, 0, nr_vfork),  # 9 -> 19
+        (jeq, 5, 0, nr_clone),  # 10 -> 16
+        (jeq, 1, 0, nr_prctl),  # 11 -> 13
+        (ret, 0, 0, allow),  # 12
+        (ld, 0, 0, 16),  # 13: args[0], its low 32 bits (little-endian)
+        (jeq, 6, 0, PR_SET_PDEATHSIG),  # 14 -> 21
+        (ret, 0, 0, allow),  # 15
+        (ld, 0, 0, 16),  # 16: clone's flags
+        (jset, 0, 1, CLONE_THREAD),  # 17: a thread -> 18, a process -> 19
+        (ret, 0, 0, allow),  # 18
+        (ret, 0, 0, SECCOMP_RET_ERRNO | EPERM),  # 19
+        (ret, 0, 0, SECCOMP_RET_ERRNO | ENOSYS),  # 20
+        (ret, 0, 0, SECCOMP_RET_ERRNO | EACCES),  # 21
     ]
     code = b"".join(struct.pack("HBBI", *insn) for insn in prog)
     buf = ctypes.create_string_buffer(code)

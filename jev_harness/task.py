@@ -12,6 +12,7 @@ import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from jev_harness import limits
 from jev_harness.model import OfferError, Option, Outcome, Parameter, Selection, Tool, Toolkit
 from jev_harness.observation import canonical, fit_observation
 from jev_harness.text import clean, clip
@@ -177,6 +178,9 @@ class Task:
             result = tool.run(self, dict(chosen))
             outcome = as_outcome(result)
         except Exception as exc:  # a failing tool is an outcome, the run goes on
+            limit = limits.named(exc)
+            if limit:  # the worker's limits: it ends the request, named (workers/harness)
+                raise
             outcome = Outcome("error", f"{tool.name} failed: {type(exc).__name__}: {exc}")
         self.operations += 1
         self.errors += outcome.status == "error"

@@ -79,6 +79,9 @@ class LoadTask(Msg, frozen=True):
     goal: str
     context: Any = None
     limits: dict[str, Any] = msgspec.field(default_factory=dict)  # shown in observations
+    # The script's resource limits (protocol/limits.py, ScriptLimits.as_dict), set by the
+    # worker on itself before the script runs; absent ones are the defaults.
+    resources: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 class ProvideKeys(Msg, frozen=True):

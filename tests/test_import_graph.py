@@ -277,7 +277,13 @@ def _is_front_end(name: str) -> bool:
 # the one cleaning of lone surrogates) and the front ends' own line, so that the kernel, the
 # workers and the jev_harness library use the same ones (issue 22), and `jmp --list` loads no
 # msgspec.
-SHARED_LEAF = {"protocol.lines", "protocol.redact", "protocol.secrets", "protocol.text"}
+SHARED_LEAF = {
+    "protocol.limits",
+    "protocol.lines",
+    "protocol.redact",
+    "protocol.secrets",
+    "protocol.text",
+}
 
 
 def test_the_shared_leaf_imports_the_stdlib_only() -> None:

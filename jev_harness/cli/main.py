@@ -22,6 +22,7 @@ from jev_harness.cli.options import (  # noqa: E402
     add_run_options,
     check_limits,
     json_arg,
+    script_limits,
 )
 from jev_harness.cli.output import Output  # noqa: E402
 
@@ -79,7 +80,7 @@ def check_task(args: argparse.Namespace, out: Output) -> int:
     inputs = json_arg("--inputs", args.inputs, obj=True)
     if not os.path.isfile(args.file):
         raise UsageProblem(f"task script {args.file} does not exist or is not a file")
-    verdict = probe(os.path.abspath(args.file), inputs)
+    verdict = probe(os.path.abspath(args.file), inputs, script_limits())
     out.verdict(verdict)
     return 0 if verdict.get("ok") else 2
 

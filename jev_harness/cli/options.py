@@ -7,6 +7,8 @@ import argparse
 import json
 from typing import Any
 
+from protocol.limits import LimitsError, ScriptLimits, from_env
+
 
 class UsageError(Exception):
     """A wrong command line (or a server that cannot start), named (exit 2)."""
@@ -52,8 +54,18 @@ def json_arg(flag: str, text: str | None, *, obj: bool) -> Any:
 
 
 def check_limits(args: argparse.Namespace) -> None:
-    """UsageError for --max-steps below 1 or a --timeout that is not a positive number."""
+    """UsageError for --max-steps below 1, a --timeout that is not a positive number, or a
+    JEV_HARNESS_* resource limit that is not valid (named)."""
     if args.max_steps < 1:
         raise UsageError("--max-steps must be at least 1")
     if not args.timeout > 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    script_limits()
+
+
+def script_limits() -> ScriptLimits:
+    """The task scripts' resource limits from the environment; UsageError names a bad one."""
+    try:
+        return from_env()
+    except LimitsError as exc:
+        raise UsageError(str(exc)) from None

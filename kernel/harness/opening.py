@@ -29,6 +29,8 @@ from kernel.supervision.router import Router
 from kernel.supervision.supervisor import WorkerDied, WorkerFailed, make_runtime_dir
 from protocol.events import RunStartedData, TaskData, UserData
 from protocol.harness import PROVIDER_KEYS, TaskLoaded
+from protocol.limits import LimitsError
+from protocol.limits import from_env as script_limits
 from protocol.text import clean
 
 CREATED_BY = "jev-harness"
@@ -163,6 +165,10 @@ def prepare_run(
         raise UsageError("inputs must be a JSON object")
     if not direct_only and not settings.typesafe_api_key:
         raise ConfigError("not set: TYPESAFE_API_KEY (Jev decides each tool and parameter)")
+    try:  # the worker sets them on itself (a warm one has the pool's environment, not ours)
+        resources = script_limits().as_dict()
+    except LimitsError as exc:
+        raise UsageError(str(exc)) from None
     path, sha256 = script_digest(script)
     secrets = [*settings.secrets, *(os.environ.get(k, "") for k in EXTRA_SECRETS)]
     redactor = Redactor(tuple(s for s in secrets if s))
@@ -174,7 +180,7 @@ def prepare_run(
     try:
         harness.start()
         limit_view = {"max_steps": limits.max_steps, "timeout_s": limits.timeout_s}
-        loaded = _load(harness, path, sha256, inputs, goal, context, limit_view, limits.timeout_s)
+        loaded = _load(harness, path, (sha256, inputs, goal, context), limit_view, resources)
     except BaseException:
         harness.close()
         shutil.rmtree(runtime, ignore_errors=True)
@@ -207,15 +213,15 @@ def _router(session: Any, settings: Any, runtime: Path) -> Router:
 def _load(
     harness: HarnessWorker,
     path: str,
-    sha256: str,
-    inputs: dict[str, Any],
-    goal: str,
-    context: Any,
+    task: tuple[str, dict[str, Any], str, Any],
     limits: dict[str, Any],
-    timeout_s: float,
+    resources: dict[str, int],
 ) -> TaskLoaded:
+    sha256, inputs, goal, context = task
     try:
-        return harness.load(path, sha256, inputs, goal, context, limits, timeout_s)
+        return harness.load(
+            path, sha256, inputs, goal, context, limits, limits["timeout_s"], resources
+        )
     except WorkerFailed as exc:
         raise TaskScriptError(f"task script {path}: {exc.detail}") from None
     except WorkerDied as exc:

@@ -78,6 +78,7 @@ class HarnessWorker:
         context: Any,
         limits: dict[str, Any],
         timeout_s: float = LOAD_TIMEOUT_S,
+        resources: dict[str, int] | None = None,
     ) -> TaskLoaded:
         """Import the script (by its hashed bytes) and build the task; WorkerFailed("task").
 
@@ -92,6 +93,7 @@ class HarnessWorker:
             goal=self.out.text(goal),
             context=self.out.value(context),
             limits=limits,
+            resources=resources or {},
         )
         # A script that hangs while loading is stopped within the run's own time limit.
         limit = max(1.0, min(LOAD_TIMEOUT_S, timeout_s))

@@ -248,7 +248,7 @@ def test_a_forged_verdict_is_not_believed(short_tmp: Path) -> None:
     shutil.rmtree(outside, ignore_errors=True)
     assert done.returncode == 2, done.stdout + done.stderr
     verdict = json.loads(done.stdout)
-    assert verdict["ok"] is False and "no authentic verdict" in verdict["problems"][0]
+    assert verdict["ok"] is False and "no well-formed finding" in verdict["problems"][0]
 
 
 def test_a_process_it_starts_reaches_no_socket(short_tmp: Path) -> None:

@@ -19,7 +19,8 @@ import threading
 import time
 from typing import Any
 
-from jev_harness.check import traceback_summary
+from jev_harness import limits
+from jev_harness.check import failure
 from protocol.harness import (
     CloseTask,
     DomainOffered,
@@ -39,6 +40,7 @@ from protocol.harness import (
     TaskLoaded,
     WriteReport,
 )
+from protocol.limits import ScriptLimits
 from protocol.messages import Msg
 from protocol.redact import redact
 from workers.base import RequestFailed
@@ -59,6 +61,18 @@ class HarnessHandler:
         self.entries: list[tuple[Any, dict[str, Any]]] = []
 
     def __call__(self, request: Msg, send: Any, cancel: threading.Event) -> Msg:
+        limits.busy.set()  # the CPU watchdog may interrupt the script's code now
+        try:
+            return self._answer(request)
+        except BaseException as exc:
+            limit = limits.named(exc)
+            if limit:  # a MemoryError, EFBIG or the CPU budget: named, not a bare traceback
+                raise RequestFailed("task", f"the task script hit {limit}") from None
+            raise
+        finally:
+            limits.busy.clear()
+
+    def _answer(self, request: Msg) -> Msg:
         if isinstance(request, LoadTask):
             return self.load(request)
         task = self.task
@@ -89,6 +103,11 @@ class HarnessHandler:
         from jev_harness.model import TaskScript
         from jev_harness.task import Task
 
+        deadline = float(request.limits.get("timeout_s") or 0) or 120.0
+        # Before the script's first byte, on whichever path this worker was started (cold, or
+        # forked by the warm pool, whose environment is not the run's: the values come here).
+        bounds = ScriptLimits.from_dict(request.resources)
+        limits.apply(bounds, deadline, threading.current_thread())
         try:
             module = load_script(request.script, request.sha256)
             workflow = getattr(module, "workflow", None)
@@ -109,9 +128,7 @@ class HarnessHandler:
         except RequestFailed:
             raise
         except BaseException as exc:  # the script's own failure, named with its traceback
-            raise RequestFailed(
-                "task", f"the task script failed: {traceback_summary(exc)}"
-            ) from None
+            raise RequestFailed("task", f"the task script failed: {failure(exc)}") from None
         self.task = task
         return TaskLoaded(
             reply_to=request.id,

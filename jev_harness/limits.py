@@ -1,0 +1,150 @@
+"""Resource limits on task scripts, set on the process that runs one (issue 32 item 5).
+
+Both places where a script's code runs set them on themselves before the script's first byte
+runs: the check-task probe (jev_harness/check.py) and the harness worker at `LoadTask`
+(workers/harness), on either spawn path (a cold spawn and a warm pool's fork load the task the
+same way). The values come parsed (protocol/limits.py, JEV_HARNESS_*). They are rlimits, so
+they hold for the process and every process it starts:
+
+- memory: RLIMIT_DATA (the heap and every private writable mapping) at what the process holds
+  now plus JEV_HARNESS_MEMORY_MB, so the script's share is the same on both spawn paths;
+- file size: RLIMIT_FSIZE; SIGXFSZ is ignored (Python ignores it at start-up, and the probe
+  says so again), so that a write past it fails (EFBIG) instead of killing the process;
+- CPU: a watchdog thread raises `CpuLimitExceeded` in the script's thread once the process has
+  used its CPU budget since the limits were set (the deadline + 5 s, or JEV_HARNESS_CPU_S);
+  RLIMIT_CPU, HARD_GRACE_S later, kills a script stuck in C code where no exception lands.
+  It fires once, and only while `busy` (a request being answered); an exception that lands
+  just as that request ends is answered as an internal error of that request, and the next
+  one meets RLIMIT_CPU;
+- processes: RLIMIT_NPROC counts every process and thread of the real uid (in its user
+  namespace), not of this process, so it is set to the uid's current count plus
+  JEV_HARNESS_MAX_PROCESSES. The kernel exempts root (and CAP_SYS_RESOURCE / CAP_SYS_ADMIN)
+  from it: as root no process limit applies to `run`, while check-task's confined probe
+  refuses every new process by seccomp, whoever runs it (jev_harness/sandbox.py).
+
+`named(exc)` says which limit an exception means, so that a script that hits one ends with an
+error that names it, not a bare MemoryError.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import resource
+import signal
+import threading
+import time
+
+from protocol.limits import ScriptLimits
+
+HARD_GRACE_S = 5  # CPU seconds past the budget before RLIMIT_CPU's SIGXCPU ends the process
+WATCH_INTERVAL_S = 0.2
+MIB = 1024 * 1024
+_set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc  # resolved before any guard
+_applied: list[tuple[ScriptLimits, int, bool]] = []  # in force here: limits, CPU budget, NPROC set
+watchdog_ident: list[int] = []  # the watchdog thread's ident (check.py's audit hook knows it)
+busy = threading.Event()  # set while the target thread runs the script's code (or may)
+
+
+class CpuLimitExceeded(Exception):
+    """The script used its CPU time budget."""
+
+
+def apply(limits: ScriptLimits, deadline_s: float, target: threading.Thread) -> None:
+    """Set the limits on this process (an rlimit is only ever lowered); the CPU watchdog
+    raises CpuLimitExceeded in `target`, the thread that runs the script, while `busy` is set
+    (the caller sets it around the script's code)."""
+    budget = limits.cpu_budget(deadline_s)
+    _applied[:] = [(limits, budget, os.getuid() != 0)]
+    _lower(resource.RLIMIT_DATA, _data_now() + limits.memory_mb * MIB)
+    _lower(resource.RLIMIT_FSIZE, limits.file_mb * MIB)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    used = time.process_time()
+    hard = int(used) + budget + HARD_GRACE_S
+    _lower(resource.RLIMIT_CPU, hard, hard + HARD_GRACE_S)
+    watch = threading.Thread(
+        target=_watch, args=(used + budget, target), daemon=True, name="cpu-limit"
+    )
+    watch.start()
+    if os.getuid() != 0:  # root is exempt from RLIMIT_NPROC (see the module docstring)
+        _lower(resource.RLIMIT_NPROC, _tasks_of(os.getuid()) + limits.max_processes)
+
+
+def _watch(until: float, target: threading.Thread) -> None:
+    """Past the budget, raise CpuLimitExceeded in `target` once, while it is `busy` (a
+    worker's job thread between two requests runs none of the script's code)."""
+    watchdog_ident[:] = [threading.get_ident()]
+    while time.process_time() < until or not busy.is_set():
+        time.sleep(WATCH_INTERVAL_S)
+    ident = target.ident
+    if ident is not None and target.is_alive():  # raised there at its next bytecode
+        _set_async_exc(ctypes.c_ulong(ident), ctypes.py_object(CpuLimitExceeded))
+
+
+def _lower(which: int, soft: int, hard: int | None = None) -> None:
+    cur_soft, cur_hard = resource.getrlimit(which)
+    hard = soft if hard is None else hard
+    if cur_hard != resource.RLIM_INFINITY:
+        hard = min(hard, cur_hard)
+    soft = min(soft, hard)
+    if cur_soft != resource.RLIM_INFINITY:
+        soft = min(soft, cur_soft)
+    resource.setrlimit(which, (soft, hard))
+
+
+def _data_now() -> int:
+    """What RLIMIT_DATA counts of this process now (VmData): the script's budget is on top of
+    it, so that it is the same in a cold worker (about 45 MB) and in one forked by the warm
+    pool (about 285 MB, the pool's preloaded modules)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmData:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _tasks_of(uid: int) -> int:
+    """The processes and threads whose real uid is `uid` that this /proc shows (what
+    RLIMIT_NPROC counts; /proc/PID/status, which a non-dumpable process's owner field would
+    hide, is readable for all)."""
+    count = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status", encoding="utf-8", errors="replace") as f:
+                fields = dict(line.partition(":")[::2] for line in f.read().splitlines())
+            if int(fields["Uid"].split()[0]) == uid:
+                count += int(fields.get("Threads", "1").strip() or 1)
+        except (OSError, KeyError, ValueError, IndexError):
+            continue
+    return count
+
+
+def named(exc: BaseException) -> str:
+    """Which limit `exc` (or an exception it came from) means, or "" for none (and always ""
+    where no limit was set)."""
+    if not _applied:
+        return ""
+    limits, budget, nproc = _applied[0]
+    seen: set[int] = set()
+    found: BaseException | None = exc
+    while found is not None and id(found) not in seen:
+        seen.add(id(found))
+        if isinstance(found, MemoryError):
+            return f"the memory limit (JEV_HARNESS_MEMORY_MB={limits.memory_mb})"
+        if isinstance(found, CpuLimitExceeded):
+            return f"the CPU time limit ({budget} s of CPU; JEV_HARNESS_CPU_S)"
+        if isinstance(found, OSError) and found.errno == errno.EFBIG:
+            return f"the file size limit (JEV_HARNESS_FILE_MB={limits.file_mb})"
+        spawn = isinstance(found, OSError) and found.errno == errno.EAGAIN  # fork, clone
+        thread = isinstance(found, RuntimeError) and "new thread" in str(found)
+        if nproc and (spawn or thread):  # (root: no RLIMIT_NPROC, so no EAGAIN of it)
+            return f"the process limit (JEV_HARNESS_MAX_PROCESSES={limits.max_processes})"
+        found = found.__cause__ or found.__context__
+    return ""
