@@ -214,8 +214,10 @@ class CamofoxProvider:
         )
         final = self._final(requested, nav.get("url") or requested, "navigation to")
         status = nav.get("httpStatus")
-        if nav.get("ok") is False or nav.get("navigationOk") is False or (
-            isinstance(status, int) and not 200 <= status < 300
+        if (
+            nav.get("ok") is False
+            or nav.get("navigationOk") is False
+            or (isinstance(status, int) and not 200 <= status < 300)
         ):
             shown = f"HTTP {status}" if isinstance(status, int) else "a failed navigation"
             raise WebError("http_status", f"{final} answered {shown} (camofox); nothing captured")

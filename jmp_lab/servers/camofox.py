@@ -48,8 +48,21 @@ HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
 MAX_SNAPSHOT_CHARS = 80000  # lib/snapshot.js
 SNAPSHOT_TAIL_CHARS = 5000
 INTERACTIVE_ROLES = frozenset(  # lib/interactive-roles.js
-    "button link textbox checkbox radio menuitem listitem combobox tab searchbox slider "
-    "spinbutton switch".split()
+    [
+        "button",
+        "link",
+        "textbox",
+        "checkbox",
+        "radio",
+        "menuitem",
+        "listitem",
+        "combobox",
+        "tab",
+        "searchbox",
+        "slider",
+        "spinbutton",
+        "switch",
+    ]
 )
 _ITEM = re.compile(r'^(\s*-\s+)(\w+)(\s+"([^"]*)")?(.*)$')
 LINKS_JS = """() => {
