@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import psutil
 import pytest
@@ -174,3 +175,24 @@ def test_a_missing_browser_is_a_clear_error_naming_the_install(monkeypatch, tmp_
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(WebError, match=r"no Chromium found on PATH.*make install-browser"):
         Browser().start()
+
+
+@needs_chromium
+def test_a_killed_driver_takes_the_whole_browser_with_it(site):
+    """Playwright's driver is the browser's parent: when it dies (as it does when the worker
+    dies and its pipe closes), PR_SET_PDEATHSIG kills Chromium's main process at once, and its
+    zygotes, renderers and helpers follow it."""
+    provider = ChromiumProvider(site.url + "/", [site.url])
+    try:
+        provider.fetch(site.url + "/")
+        ours = _ours()
+        driver = [p for p in ours if "playwright/driver" in " ".join(p.cmdline())]
+        main = [p for p in psutil.Process(driver[0].pid).children() if "chromium" in p.name()]
+        assert len(driver) == 1 and len(main) == 1 and len(ours) > 3
+        launcher = Path(str(provider.browser.dir), "launch-chromium").read_text()
+        assert "setpriv" in launcher and "--pdeathsig KILL" in launcher
+        driver[0].kill()
+        assert psutil.wait_procs(main, timeout=30)[1] == []  # the main process, at once
+        assert psutil.wait_procs(ours, timeout=60)[1] == []  # then every other one
+    finally:
+        provider.close()
