@@ -18,30 +18,19 @@ import pytest
 from jmp_lab.servers.jev import JevServer
 from jmp_lab.servers.rendered import JS_MARKER, LATE_MARKER, RenderedSite
 from tests.harness.helpers import ROOT, HarnessCli
-from tests.support.browser import browser_processes, needs_chromium
+from tests.support.browser import browser_of, browser_processes, needs_chromium
 from tests.support.cli import Run
 from tests.support.warm import workers_of
 
 RESEARCH = ROOT / "examples" / "research_task.py"
 MARK_ENV = "JEV_TEST_BROWSER_RUN"  # inherited by the browser: how its processes are found
+# (jmp_lab/chaos/rendered.py runs the same kill with the entry page held, and as a runner)
 
 
 @pytest.fixture
 def cli(short_tmp: Path) -> Iterator[HarnessCli]:
     with JevServer() as jev:
         yield HarnessCli(short_tmp, jev)
-
-
-def _browser_of(worker: psutil.Process) -> list[psutil.Process]:
-    """The worker's descendants that belong to the browser (Playwright's driver, Chromium)."""
-    found = []
-    for proc in worker.children(recursive=True):
-        try:
-            if any(n in " ".join(proc.cmdline()) for n in ("chromium", "playwright")):
-                found.append(proc)
-        except psutil.Error:
-            continue
-    return found
 
 
 @needs_chromium
@@ -75,7 +64,7 @@ def test_a_worker_killed_mid_render_leaves_no_browser_and_an_uncertain_fetch(
             assert site.wait_for("/slow", timeout=120), "the browser never asked for /slow"
             workers = workers_of(proc.pid, "harness")
             assert len(workers) == 1
-            browser = _browser_of(workers[0])
+            browser = browser_of(workers[0])
             assert any("chromium" in " ".join(p.cmdline()) for p in browser), browser
             assert browser_processes(mark)  # the driver and Chromium's main process hold it
             workers[0].send_signal(signal.SIGKILL)
