@@ -93,7 +93,7 @@ def harness_worker(kernel_pid: int) -> psutil.Process | None:
 
 
 def _pidfd_targets(pid: int) -> set[int]:
-    found = set()
+    found: set[int] = set()
     try:
         fds = os.listdir(f"/proc/{pid}/fdinfo")
     except OSError:

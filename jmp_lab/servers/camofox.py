@@ -125,8 +125,8 @@ def build_snapshot(body: bytes, content_type: str) -> tuple[str, list[dict[str, 
     """(ariaSnapshot-shaped YAML, links) of a page parsed with lxml (no script runs)."""
     if "html" not in content_type:
         text = body.decode("utf-8", "replace")
-        lines = [f"- text: {_scalar(line.strip())}" for line in text.splitlines() if line.strip()]
-        return "\n".join(lines), []
+        rows = [f"- text: {_scalar(line.strip())}" for line in text.splitlines() if line.strip()]
+        return "\n".join(rows), []
     doc = lxml_html.document_fromstring(body or b"<html></html>")
     for el in list(doc.iter("script", "style")):
         el.drop_tree()

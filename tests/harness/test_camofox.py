@@ -144,7 +144,9 @@ def test_a_page_that_moves_before_the_snapshot_is_refused(site, fox):
     provider.close()
 
 
-def test_a_server_without_an_access_key_works(site, monkeypatch):
+def test_a_server_without_an_access_key_works(
+    site: SiteServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No CAMOFOX_ACCESS_KEY at all (a local camofox-browser without one): fetch captures the
     page (at 623aa1b every scrub was `redact(text, None)`: TypeError)."""
     monkeypatch.delenv("CAMOFOX_ACCESS_KEY", raising=False)
@@ -172,7 +174,9 @@ def _long_yaml(total: int) -> str:
 
 
 @pytest.mark.parametrize("total", [80_001, 79_900 + 74_800, 200_000, 154_799, 154_801])
-def test_a_truncated_snapshot_is_followed_to_its_end(site, fox, total):
+def test_a_truncated_snapshot_is_followed_to_its_end(
+    site: SiteServer, fox: CamofoxServer, total: int
+) -> None:
     yaml = _long_yaml(total)
     url = site.url + "/long-canned"
     fox.state.canned[url] = yaml
@@ -186,7 +190,9 @@ def test_a_truncated_snapshot_is_followed_to_its_end(site, fox, total):
     assert len(offsets) == 1 + (total - 5000 - 1) // 74_800  # one window per 74,800 characters
 
 
-def test_a_window_that_is_not_the_one_asked_for_is_a_visible_omission(site, fox):
+def test_a_window_that_is_not_the_one_asked_for_is_a_visible_omission(
+    site: SiteServer, fox: CamofoxServer
+) -> None:
     url = site.url + "/long-canned"
     fox.state.canned[url] = _long_yaml(200_000)
     fox.state.forget = True  # the server lost its cached snapshot: every answer is window one
@@ -199,7 +205,7 @@ def test_a_window_that_is_not_the_one_asked_for_is_a_visible_omission(site, fox)
     assert "truncated at char" not in page.text
 
 
-def test_the_text_cap_stops_following_windows(site, fox):
+def test_the_text_cap_stops_following_windows(site: SiteServer, fox: CamofoxServer) -> None:
     url = site.url + "/long-canned"
     fox.state.canned[url] = _long_yaml(400_000)
     provider = CamofoxProvider(url, [site.url], "s1", base_url=fox.url, max_chars=60_000)
@@ -209,7 +215,7 @@ def test_the_text_cap_stops_following_windows(site, fox):
     assert len([r for r in fox.requests if r["path"].endswith("/snapshot")]) == 2
 
 
-def test_snapshot_text_keeps_what_a_reader_needs():
+def test_snapshot_text_keeps_what_a_reader_needs() -> None:
     yaml = "\n".join(
         [
             "- main:",
@@ -228,7 +234,9 @@ def test_snapshot_text_keeps_what_a_reader_needs():
     assert starts == [(0, "Harbor")]
 
 
-def test_a_navigation_that_is_not_2xx_is_a_failed_fetch_naming_the_status(site, fox):
+def test_a_navigation_that_is_not_2xx_is_a_failed_fetch_naming_the_status(
+    site: SiteServer, fox: CamofoxServer
+) -> None:
     provider = CamofoxProvider(site.url + "/", [site.url], "s1", base_url=fox.url)
     with pytest.raises(WebError) as caught:
         provider.fetch(site.url + "/no-such-page")
@@ -236,7 +244,9 @@ def test_a_navigation_that_is_not_2xx_is_a_failed_fetch_naming_the_status(site, 
     assert caught.value.code == "http_status" and "HTTP 404" in caught.value.message
 
 
-def test_a_browser_restart_fails_the_fetch_and_the_next_one_opens_a_new_tab(site, fox):
+def test_a_browser_restart_fails_the_fetch_and_the_next_one_opens_a_new_tab(
+    site: SiteServer, fox: CamofoxServer
+) -> None:
     provider = CamofoxProvider(site.url + "/", [site.url], "s1", base_url=fox.url)
     provider.fetch(site.url + "/")
     first = provider.tab
@@ -250,7 +260,7 @@ def test_a_browser_restart_fails_the_fetch_and_the_next_one_opens_a_new_tab(site
     assert fox.tabs == {}
 
 
-def test_the_tab_limit_is_a_clear_error(site, monkeypatch):
+def test_the_tab_limit_is_a_clear_error(site: SiteServer, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CAMOFOX_ACCESS_KEY", raising=False)
     with CamofoxServer(max_tabs=1) as fox:
         fox.open_tab("s1")
@@ -262,7 +272,7 @@ def test_the_tab_limit_is_a_clear_error(site, monkeypatch):
 
 
 @pytest.mark.parametrize("key", ["url", "href"])
-def test_links_carry_url_or_href(site, fox, key):
+def test_links_carry_url_or_href(site: SiteServer, fox: CamofoxServer, key: str) -> None:
     fox.state.link_key = key
     provider = CamofoxProvider(site.url + "/", [site.url], "s1", base_url=fox.url)
     page = provider.fetch(site.url + "/")

@@ -52,7 +52,9 @@ def _ours() -> list[psutil.Process]:
 
 
 @needs_chromium
-def test_script_made_text_links_and_the_late_section_are_captured(site, browser):
+def test_script_made_text_links_and_the_late_section_are_captured(
+    site: RenderedSite, browser: ChromiumProvider
+) -> None:
     page = browser.fetch(site.url + "/")
     assert JS_MARKER in page.text and LATE_MARKER in page.text
     assert page.title == "Rendered harbor" and page.hops == ()
@@ -68,7 +70,9 @@ def test_script_made_text_links_and_the_late_section_are_captured(site, browser)
 
 
 @needs_chromium
-def test_http_and_script_redirects_land_and_are_hops(site, browser):
+def test_http_and_script_redirects_land_and_are_hops(
+    site: RenderedSite, browser: ChromiumProvider
+) -> None:
     for path in ("/hop", "/js-hop"):
         page = browser.fetch(site.url + path)
         assert page.url == site.url + "/landing" and page.requested_url == site.url + path
@@ -76,14 +80,18 @@ def test_http_and_script_redirects_land_and_are_hops(site, browser):
 
 
 @needs_chromium
-def test_a_404_is_a_failed_fetch_that_names_the_status(site, browser):
+def test_a_404_is_a_failed_fetch_that_names_the_status(
+    site: RenderedSite, browser: ChromiumProvider
+) -> None:
     with pytest.raises(WebError) as caught:
         browser.fetch(site.url + "/gone")
     assert caught.value.code == "http_status" and "404" in caught.value.message
 
 
 @needs_chromium
-def test_a_script_that_leaves_the_allowed_origins_is_refused_without_capture(site):
+def test_a_script_that_leaves_the_allowed_origins_is_refused_without_capture(
+    site: RenderedSite,
+) -> None:
     with RenderedSite() as other:
         provider = ChromiumProvider(site.url + "/", [site.url])
         try:
@@ -94,7 +102,7 @@ def test_a_script_that_leaves_the_allowed_origins_is_refused_without_capture(sit
     assert caught.value.code == "origin_refused" and other.url in caught.value.message
 
 
-def test_a_refused_destination_never_starts_the_browser(site):
+def test_a_refused_destination_never_starts_the_browser(site: RenderedSite) -> None:
     provider = ChromiumProvider(site.url + "/", [site.url])
     for bad in (OUTSIDE, "file:///etc/passwd", "http://u:p@127.0.0.1/"):
         with pytest.raises(WebError):
@@ -104,7 +112,7 @@ def test_a_refused_destination_never_starts_the_browser(site):
 
 
 @needs_chromium
-def test_the_deadline_ends_a_slow_page_and_the_next_fetch_works(site):
+def test_the_deadline_ends_a_slow_page_and_the_next_fetch_works(site: RenderedSite) -> None:
     provider = ChromiumProvider(site.url + "/", [site.url], deadline_s=2)
     try:
         with pytest.raises(WebError) as caught:
@@ -116,7 +124,7 @@ def test_the_deadline_ends_a_slow_page_and_the_next_fetch_works(site):
 
 
 @needs_chromium
-def test_size_bounds_cut_the_text_and_refuse_a_huge_document(site):
+def test_size_bounds_cut_the_text_and_refuse_a_huge_document(site: RenderedSite) -> None:
     cut = ChromiumProvider(site.url + "/", [site.url], max_chars=5000)
     huge = ChromiumProvider(site.url + "/", [site.url], max_dom_chars=10_000)
     try:
@@ -137,13 +145,13 @@ def test_size_bounds_cut_the_text_and_refuse_a_huge_document(site):
 
 
 @needs_chromium
-def test_every_page_gets_a_fresh_context(site, browser):
+def test_every_page_gets_a_fresh_context(site: RenderedSite, browser: ChromiumProvider) -> None:
     for _ in range(2):
         assert "Visits remembered: 1." in browser.fetch(site.url + "/visits").text
 
 
 @needs_chromium
-def test_one_browser_per_provider_and_close_leaves_no_process(site):
+def test_one_browser_per_provider_and_close_leaves_no_process(site: RenderedSite) -> None:
     provider = ChromiumProvider(site.url + "/", [site.url])
     provider.fetch(site.url + "/")
     first = provider.browser.dir
@@ -155,7 +163,9 @@ def test_one_browser_per_provider_and_close_leaves_no_process(site):
 
 
 @needs_chromium
-def test_web_tools_offer_rendered_links_on_allowed_origins_only(site, browser):
+def test_web_tools_offer_rendered_links_on_allowed_origins_only(
+    site: RenderedSite, browser: ChromiumProvider
+) -> None:
     store = jev.EvidenceStore()
     kit = WebTools(browser, store)
     task = jev.Task([kit])
@@ -165,7 +175,9 @@ def test_web_tools_offer_rendered_links_on_allowed_origins_only(site, browser):
     assert site.url + "/facts" in offered and OUTSIDE not in offered
 
 
-def test_a_missing_browser_is_a_clear_error_naming_the_install(monkeypatch, tmp_path):
+def test_a_missing_browser_is_a_clear_error_naming_the_install(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     monkeypatch.setenv("JEV_CHROMIUM", str(tmp_path / "no-such-chromium"))
     with pytest.raises(WebError) as caught:
         find_chromium()
@@ -178,7 +190,7 @@ def test_a_missing_browser_is_a_clear_error_naming_the_install(monkeypatch, tmp_
 
 
 @needs_chromium
-def test_a_killed_driver_takes_the_whole_browser_with_it(site):
+def test_a_killed_driver_takes_the_whole_browser_with_it(site: RenderedSite) -> None:
     """Playwright's driver is the browser's parent: when it dies (as it does when the worker
     dies and its pipe closes), PR_SET_PDEATHSIG kills Chromium's main process at once, and its
     zygotes, renderers and helpers follow it."""
