@@ -113,7 +113,7 @@ def test_a_refused_destination_never_starts_the_browser(site: RenderedSite) -> N
 
 @needs_chromium
 def test_the_deadline_ends_a_slow_page_and_the_next_fetch_works(site: RenderedSite) -> None:
-    provider = ChromiumProvider(site.url + "/", [site.url], deadline_s=2)
+    provider = ChromiumProvider(site.url + "/", [site.url], deadline_s=8)  # /slow holds 30 s
     try:
         with pytest.raises(WebError) as caught:
             provider.fetch(site.url + "/slow")
