@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from jev_harness.web.aria import snapshot_text
-from jev_harness.web.browser import Browser
+from jev_harness.web.browser import Browser, find_chromium
 from jev_harness.web.html import sections_from
 from jev_harness.web.http import is_text_type, media_type
 from jev_harness.web.page import Link, Page, WebError
@@ -95,9 +95,14 @@ class ChromiumProvider:
         return self.policy.allows(url)
 
     def describe(self) -> dict[str, Any]:
+        """The provider, its origins and the browser it uses (or why there is none)."""
         out: dict[str, Any] = {"provider": self.kind, "allowed_origins": list(self.allowed_origins)}
-        if self.browser.binary:
-            out["browser"] = self.browser.binary
+        try:
+            out["browser"] = self.browser.binary or find_chromium()
+        except WebError as exc:
+            out["browser"] = f"none: {exc.message}"
+        if self.browser.version:
+            out["browser_version"] = self.browser.version
         return out
 
     def close(self) -> None:

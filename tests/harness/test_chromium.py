@@ -67,6 +67,7 @@ def test_script_made_text_links_and_the_late_section_are_captured(
     plain = HttpProvider(site.url + "/", [site.url]).fetch(site.url + "/")
     assert JS_MARKER not in plain.text and LATE_MARKER not in plain.text
     assert browser.describe()["browser"] == find_chromium()
+    assert browser.describe()["browser_version"].split(".")[0].isdigit()
 
 
 @needs_chromium
@@ -107,7 +108,7 @@ def test_a_refused_destination_never_starts_the_browser(site: RenderedSite) -> N
     for bad in (OUTSIDE, "file:///etc/passwd", "http://u:p@127.0.0.1/"):
         with pytest.raises(WebError):
             provider.fetch(bad)
-    assert provider.browser.dir is None and provider.describe().get("browser") is None
+    assert provider.browser.dir is None and provider.browser.version == ""
     provider.close()
 
 
@@ -183,6 +184,8 @@ def test_a_missing_browser_is_a_clear_error_naming_the_install(
         find_chromium()
     assert caught.value.code == "browser_missing"
     assert "JEV_CHROMIUM" in caught.value.message and "apt-get install" in caught.value.message
+    said = ChromiumProvider("http://127.0.0.1:1/").describe()["browser"]
+    assert said.startswith("none: JEV_CHROMIUM=") and "apt-get install" in said
     monkeypatch.delenv("JEV_CHROMIUM")
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(WebError, match=r"no Chromium found on PATH.*make install-browser"):

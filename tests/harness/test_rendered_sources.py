@@ -5,10 +5,12 @@ the research example end to end on that site through each."""
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
 from jev_harness.web import CamofoxProvider, ChromiumProvider, WebError
@@ -24,7 +26,7 @@ from jmp_lab.servers.rendered import (
     RenderedSite,
 )
 from tests.harness.helpers import ROOT, HarnessCli
-from tests.support.browser import needs_chromium
+from tests.support.browser import browser_processes, needs_chromium
 
 RESEARCH = ROOT / "examples" / "research_task.py"
 pytestmark = needs_chromium
@@ -102,6 +104,8 @@ def test_the_research_example_runs_end_to_end_on_the_rendered_site(
         ]
     )
     cli.extra_env["CAMOFOX_URL"] = fox.url
+    mark = uuid.uuid4().hex
+    cli.extra_env["JEV_TEST_BROWSER_RUN"] = mark  # inherited by a browser the run starts
     inputs = {
         "url": site.url + "/",
         "allowed_origins": [site.url],
@@ -119,3 +123,6 @@ def test_the_research_example_runs_end_to_end_on_the_rendered_site(
     assert report["records"][0]["source"] == site.url + "/facts"
     finished = [e for e in out.of("tool_finished") if e.get("tool") == "web.open_link"]
     assert len(finished) == 2 and JS_MARKER in json.dumps(finished[0])
+    # the run closed its browser: none of its processes is left (Chromium's crash handler,
+    # which leaves its parent at start, holds the mark too)
+    assert psutil.wait_procs(browser_processes(mark), timeout=60)[1] == []
