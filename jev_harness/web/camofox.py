@@ -219,8 +219,11 @@ class CamofoxProvider:
             or nav.get("navigationOk") is False
             or (isinstance(status, int) and not 200 <= status < 300)
         ):
-            shown = f"HTTP {status}" if isinstance(status, int) else "a failed navigation"
-            raise WebError("http_status", f"{final} answered {shown} (camofox); nothing captured")
+            if isinstance(status, int):
+                raise WebError(
+                    "http_status", f"{final} answered HTTP {status} (camofox); nothing captured"
+                )
+            raise WebError("camofox", f"camofox could not navigate to {requested} (ok: false)")
         raw, snap_url, cut = self._snapshot()
         final = self._final(requested, snap_url or final, "snapshot of")
         text, starts = snapshot_text(self.scrub(raw))
