@@ -15,7 +15,7 @@ itself exits when its pipe from us closes, which a kill -9 of this process does.
 helpers (zygote, renderers, GPU, network, crash handler) inherit the environment, so the jmp
 kernel's tree kill of a dead worker (its token net: kernel/supervision/proctree.py) finds every
 one of them too. `close()` closes the browser, stops the driver and removes the directory; a
-browser that stopped answering is killed instead (the driver and the browser under it).
+browser that stopped answering is killed instead (the driver it started and all under it).
 
 All Playwright calls run on one daemon thread (Playwright's sync API is bound to the thread
 that started it); `call(fn, timeout_s)` runs `fn(browser)` there and waits at most `timeout_s`.
@@ -55,6 +55,7 @@ FLAGS = (
     "--disable-breakpad",
 )
 LAUNCH_TIMEOUT_S = 60.0
+_LAUNCHING = threading.Lock()
 T = TypeVar("T")
 
 
@@ -111,6 +112,7 @@ class Browser:
         self._thread: threading.Thread | None = None
         self._broken = ""
         self._lock = threading.Lock()
+        self._driver: list[Any] = []  # the driver process(es) this browser started (psutil)
 
     def describe(self) -> dict[str, Any]:
         return {"browser": self.binary, "version": self.version}
@@ -146,6 +148,11 @@ class Browser:
             "XDG_CONFIG_HOME": os.path.join(home, "config"),
             "XDG_CACHE_HOME": os.path.join(home, "cache"),
         }
+        import psutil
+
+        me = psutil.Process()
+        _LAUNCHING.acquire()  # one launch at a time in a process: the new child is its driver
+        before = {p.pid for p in me.children()}
         try:
             started = time.monotonic()
             driver = sync_playwright().start()
@@ -163,9 +170,12 @@ class Browser:
                 raise
             self.version = str(browser.version)
             self.launch_s = time.monotonic() - started
+            self._driver = [p for p in me.children() if p.pid not in before]  # ours: to kill
         except BaseException as exc:
             ready.put(exc)
             return
+        finally:
+            _LAUNCHING.release()
         ready.put(None)
         try:
             while (job := self._jobs.get()) is not None:
@@ -210,14 +220,14 @@ class Browser:
             self.dir = None
 
     def _kill(self) -> None:
-        """SIGKILL every process of this browser: the driver and whatever names our directory."""
+        """SIGKILL every process of this browser: the driver it started and all under it."""
         import psutil
 
         mine = []
-        for proc in psutil.Process().children(recursive=True):
+        for driver in self._driver:
             with contextlib.suppress(psutil.Error):
-                argv = " ".join(proc.cmdline())
-                if (self.dir and self.dir in argv) or "playwright" in argv:
-                    proc.kill()
-                    mine.append(proc)
+                mine += [driver, *driver.children(recursive=True)]
+        for proc in mine:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
         psutil.wait_procs(mine, timeout=2.0)

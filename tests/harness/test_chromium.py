@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -211,3 +212,20 @@ def test_a_killed_driver_takes_the_whole_browser_with_it(site: RenderedSite) -> 
         assert psutil.wait_procs(ours, timeout=60)[1] == []  # then every other one
     finally:
         provider.close()
+
+
+@needs_chromium
+def test_a_browser_that_stops_answering_is_killed_at_close() -> None:
+    """A call that outlives its timeout marks the browser unusable; close() then kills the
+    driver it started and everything under it instead of waiting for them."""
+    browser = Browser()
+    browser.start()
+    ours = _ours()
+    assert ours
+    with pytest.raises(WebError) as caught:
+        browser.call(lambda _b: time.sleep(60), 1.0)  # the browser's thread is stuck
+    assert caught.value.code == "timeout"
+    with pytest.raises(WebError, match="unusable"):
+        browser.call(lambda b: b.version, 5.0)
+    browser.close()
+    assert psutil.wait_procs(ours, timeout=30)[1] == [] and browser.dir is None
