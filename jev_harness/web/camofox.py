@@ -9,7 +9,8 @@ pagination}; `DELETE /tabs/{tabId}?userId`. Errors are {error, code?}: 410 when 
 restarted (the tab is gone: WebError `browser_restarted`, and an owned tab is forgotten so the
 next fetch opens a new one; nothing is retried), 429 when the session's tab limit is reached
 (`tab_limit`). A navigation whose HTTP status is not 2xx is a failed fetch naming the status
-(`http_status`), never a capture of the error page. A snapshot over 80,000 characters is
+(`http_status`; a destination 5xx comes as the server's 502 `destination_unavailable`), never a
+capture of the error page. A snapshot over 80,000 characters is
 followed window by window to its end (`_snapshot`); the server's truncation marker never lands
 in the text. `CAMOFOX_ACCESS_KEY`, when set, goes as `Authorization: Bearer` and is scrubbed
 from every text this provider returns (captures, links, errors); without one, nothing is sent.
@@ -166,6 +167,8 @@ class CamofoxProvider:
                 raise WebError(
                     "browser_restarted", f"{where} (the camofox tab is gone; nothing captured)"
                 )
+            if payload.get("code") == "destination_unavailable":  # the page answered 5xx
+                raise WebError("http_status", f"{where} (the destination failed; nothing captured)")
             if response.status == 429:
                 raise WebError(
                     "tab_limit",

@@ -10,7 +10,7 @@ fetch or an lxml parse finds none of them). Pages:
 - `/facts`: a page with `FACTS_MARKER` (the research example's target) and a link home;
 - `/hop`: an HTTP 302 to `/landing`; `/js-hop`: a script that moves the page to `/landing`;
   `/landing`: a page with `LANDING_MARKER`;
-- `/gone`: a 404 whose body a script fills in;
+- `/gone`: a 404 whose body a script fills in; `/broken`: a 500;
 - `/js-away?to=URL`: a script sends the page to URL; `/visits`: counts visits in localStorage
   (a fresh browser context says 1);
 - `/long`: a script writes about 120,000 characters of paragraphs, `MIDDLE_MARKER` in the
@@ -137,6 +137,8 @@ class RenderedHandler(BaseHTTPRequestHandler):
             return self._send(302, html, b"", Location="/landing")
         if path == "/js-hop":
             return self._send(200, html, _shell("Moving", "location.replace('/landing');"))
+        if path == "/broken":  # the server fails
+            return self._send(500, html, _shell("Broken", "app.innerHTML = '<p>Oops.</p>';"))
         if path == "/js-away":  # a script sends the page where the query says
             script = "location.replace(new URLSearchParams(location.search).get('to'));"
             return self._send(200, html, _shell("Away", script))

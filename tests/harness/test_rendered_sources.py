@@ -71,10 +71,13 @@ def test_an_http_redirect_lands(site: RenderedSite, source: Any) -> None:
     assert page.url == site.url + "/landing" and LANDING_MARKER in page.text
 
 
-def test_a_404_is_a_failed_fetch(site: RenderedSite, source: Any) -> None:
+@pytest.mark.parametrize(("path", "status"), [("/gone", "404"), ("/broken", "500")])
+def test_a_404_or_a_500_is_a_failed_fetch(
+    site: RenderedSite, source: Any, path: str, status: str
+) -> None:
     with pytest.raises(WebError) as caught:
-        source.fetch(site.url + "/gone")
-    assert caught.value.code == "http_status" and "404" in caught.value.message
+        source.fetch(site.url + path)
+    assert caught.value.code == "http_status" and status in caught.value.message
 
 
 def test_a_page_past_80000_characters_comes_whole(site: RenderedSite, source: Any) -> None:
