@@ -12,7 +12,7 @@ export OPENHANDS_SUPPRESS_BANNER := 1
 # PYTHONDONTWRITEBYTECODE set every jmp launch would compile ~50 modules (about 0.15 s).
 CODE := cli kernel protocol host workers acp_server jev_harness apixly_jev_harness jmp_lab bench tests
 
-.PHONY: install test test-install wheelhouse bench chaos lint fmt type check demo docs clean
+.PHONY: install install-browser test test-install wheelhouse bench chaos lint fmt type check demo docs clean
 
 # The power-cut simulator (docs/RESILIENCE.md) needs libfuse 3 and fusermount3: installed here
 # when missing and we are root with apt-get; else its tests skip and say why.
@@ -30,6 +30,14 @@ install:
 	{ $(PY) -m pip uninstall -q -y jmp 2>/dev/null || true; } && \
 	$(PY) -m pip install -q -c constraints.txt -e '.[test]' && \
 	$(PY) -m compileall -q -j 0 main.py $(CODE) >/dev/null
+
+# The real browser of jev-harness's rendered pages (ChromiumProvider; docs/JEV-HARNESS.md):
+# Debian's Chromium, driven by Playwright from the test extra (never `playwright install`).
+# Root with apt-get installs it (about 12 s); elsewhere it says so and its tests skip.
+install-browser:
+	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null; }; } || \
+	echo "note: no chromium (apt-get install -y --no-install-recommends chromium, as root): rendered-page tests will be skipped" >&2
 
 # The suite in TEST_WORKERS processes (pytest-xdist; tests/conftest.py keeps each file, and the
 # security matrix, on one worker): two by default, 650-700 s on this 2-core machine against

@@ -4,8 +4,9 @@ Inputs (JSON): `url` (the entry page), `allowed_origins` (list of scheme://host:
 the entry's origin), `markers` (each requested category, the record label, mapped to the marker
 its quotes must contain: `{"requirements": "<source marker>"}`; a list of markers is accepted
 too, each its own label), `output` (the report path, relative to the working directory).
-Optional: `provider` ("http", the default, or "camofox") and `camofox_session` (the camofox
-userId).
+Optional: `provider` ("http", the default; "chromium", pages rendered by a local headless
+Chromium, JavaScript and all; or "camofox", a camofox-browser server) and `camofox_session` (the
+camofox userId).
 
 The script names scope, completion check and limits only: no target answer, no sequence of
 steps. Jev picks each tool and each parameter from the domains the toolkits offer.
@@ -29,7 +30,9 @@ def _provider(inputs: dict[str, Any]) -> Any:
     if kind == "camofox":
         session = str(inputs.get("camofox_session") or "jev-harness")
         return jev.CamofoxProvider(url, origins, session)
-    raise ValueError(f"inputs.provider must be 'http' or 'camofox', not {kind!r}")
+    if kind == "chromium":
+        return jev.ChromiumProvider(url, origins)
+    raise ValueError(f"inputs.provider must be 'http', 'chromium' or 'camofox', not {kind!r}")
 
 
 def build(inputs: dict[str, Any]) -> jev.EvidenceTask:

@@ -42,11 +42,13 @@ _EXPORTS = {
     "WebTools": "jev_harness.web",
     "HttpProvider": "jev_harness.web",
     "CamofoxProvider": "jev_harness.web",
+    "ChromiumProvider": "jev_harness.web",
     "open_session": "jev_harness.session",
 }
 
 __all__ = [
     "CamofoxProvider",
+    "ChromiumProvider",
     "EvidenceStore",
     "EvidenceTask",
     "HttpProvider",

@@ -246,7 +246,13 @@ def test_no_module_imports_a_private_name_of_another() -> None:
 # inside the harness worker) and its front ends, which drive kernel objects. The front ends:
 HARNESS_FRONT_ENDS = ("jev_harness.cli", "jev_harness.mcp", "jev_harness.session")
 # What the library may import besides the stdlib and itself: lxml, for HTML (web/html.py alone).
-HARNESS_LIBRARY_MAY_IMPORT = {"jev_harness.web.html": {"lxml"}}
+# The rendered-page provider imports Playwright (and psutil, to kill a browser that stopped
+# answering) lazily, at its first fetch: a script that never renders a page loads neither.
+HARNESS_LIBRARY_MAY_IMPORT = {
+    "jev_harness.web.html": {"lxml"},
+    "jev_harness.web.browser": {"playwright", "psutil"},
+    "jev_harness.web.chromium": {"playwright"},
+}
 
 
 def _top_level_imports(path: Path) -> set[str]:

@@ -1,13 +1,21 @@
 """CamofoxProvider: rendered pages through a camofox-browser REST server on loopback.
 
-The client speaks the server's published REST API (openapi.json of jo-inc/camofox-browser):
-`POST /tabs` {userId, sessionKey} -> {tabId}; `POST /tabs/{tabId}/navigate` {userId, url} ->
-{ok, url}; `GET /tabs/{tabId}/snapshot?userId` -> {url, snapshot, truncated}; `GET
-/tabs/{tabId}/links?userId&limit&offset` -> {links: [{url|href, text}], pagination}; `DELETE
-/tabs/{tabId}?userId`. `CAMOFOX_ACCESS_KEY`, when set, goes as `Authorization: Bearer` and is
-scrubbed from every text this provider returns (captures, links, errors). It goes to whatever
-listens at the base URL: the URL must be loopback, but any local process that holds that port
-gets the key.
+The client speaks the REST API of camofox-browser 1.17.0 (npm `@askjo/camofox-browser`, its
+server.js and lib/snapshot.js): `POST /tabs` {userId, sessionKey} -> {tabId}; `POST
+/tabs/{tabId}/navigate` {userId, url} -> {ok, url, httpStatus, navigationOk}; `GET
+/tabs/{tabId}/snapshot?userId[&offset]` -> {url, snapshot, truncated, totalChars, hasMore,
+nextOffset}; `GET /tabs/{tabId}/links?userId&limit&offset` -> {links: [{url (or href), text}],
+pagination}; `DELETE /tabs/{tabId}?userId`. Errors are {error, code?}: 410 when the browser
+restarted (the tab is gone: WebError `browser_restarted`, and an owned tab is forgotten so the
+next fetch opens a new one; nothing is retried), 429 when the session's tab limit is reached
+(`tab_limit`). A navigation whose HTTP status is not 2xx is a failed fetch naming the status
+(`http_status`; a destination 5xx comes as the server's 502 `destination_unavailable`), never a
+capture of the error page. A snapshot over 80,000 characters is
+followed window by window to its end (`_snapshot`); the server's truncation marker never lands
+in the text. `CAMOFOX_ACCESS_KEY`, when set, goes as `Authorization: Bearer` and is scrubbed
+from every text this provider returns (captures, links, errors); without one, nothing is sent.
+It goes to whatever listens at the base URL: the URL must be loopback, but any local process
+that holds that port gets the key.
 
 Contract: the destination is checked (http(s), no user info, allowed origin, public address
 unless the origin names an inward one) before the browser is asked; the final URL after
@@ -23,11 +31,11 @@ import http.client
 import ipaddress
 import json
 import os
-import re
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
+from jev_harness.web.aria import snapshot_text
 from jev_harness.web.html import sections_from
 from jev_harness.web.page import Link, Page, WebError
 from jev_harness.web.urls import (
@@ -45,11 +53,10 @@ MAX_LINKS = 2000
 LINK_PAGE = 500
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 SESSION_KEY = "jev-harness"
-_LINE_RE = re.compile(
-    r'^\s*-\s+([\w-]+)(?:\s+"((?:[^"\\]|\\.)*)")?((?:\s*\[[^\]]*\])*)\s*:?\s*(.*)$'
-)
-_LEVEL_RE = re.compile(r"\[level=(\d)\]")
-_REF_RE = re.compile(r"\s*\[e\d+\]")
+# camofox-browser 1.17.0 (lib/snapshot.js): a snapshot longer than MAX_SNAPSHOT_CHARS comes in
+# windows: `offset`..`nextOffset` of the whole, a marker, then always its last TAIL_CHARS.
+TAIL_CHARS = 5000
+MAX_WINDOWS = 64
 
 
 def loopback_base(base_url: str) -> str:
@@ -67,34 +74,6 @@ def loopback_base(base_url: str) -> str:
             f"camofox base URL must be on loopback (127.0.0.1, ::1, localhost): {host!r}"
         )
     return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
-
-
-def snapshot_text(snapshot: str) -> tuple[str, list[tuple[int, str]]]:
-    """Readable text from an accessibility snapshot, and (offset, heading) of its headings."""
-    out: list[str] = []
-    starts: list[tuple[int, str]] = []
-    offset = 0
-    for raw in snapshot.splitlines():
-        match = _LINE_RE.match(raw)
-        if raw.strip().startswith("- /"):
-            continue  # properties such as `- /url: ...` repeat what the links endpoint gives
-        if match is None:
-            line = _REF_RE.sub("", raw).strip()
-        else:
-            role, name, attrs, rest = match.groups()
-            name = (name or "").replace('\\"', '"')
-            if role == "heading":
-                level = _LEVEL_RE.search(attrs or "")
-                starts.append((offset, name))
-                line = "#" * int(level.group(1) if level else 2) + " " + name
-            elif role in ("text", "paragraph", "listitem", "cell", "generic"):
-                line = (name + " " + rest).strip()
-            else:
-                line = f"{role}: {(name + ' ' + rest).strip()}".strip()
-        if line:
-            out.append(line + "\n")
-            offset += len(line) + 1
-    return "".join(out), starts
 
 
 class CamofoxProvider:
@@ -181,9 +160,22 @@ class CamofoxProvider:
             payload = {"error": "unexpected response shape"}
         if response.status >= 400:
             detail = self.scrub(str(payload.get("error") or payload)[:300])
-            raise WebError(
-                "camofox", f"{method} {path.split('?')[0]} answered {response.status}: {detail}"
-            )
+            where = f"{method} {path.split('?')[0]} answered {response.status}: {detail}"
+            if response.status == 410:  # the browser restarted (or the page crashed): tab gone
+                if self.owns_tab:
+                    self.tab, self.owns_tab = None, False  # the next fetch opens a new one
+                raise WebError(
+                    "browser_restarted", f"{where} (the camofox tab is gone; nothing captured)"
+                )
+            if payload.get("code") == "destination_unavailable":  # the page answered 5xx
+                raise WebError("http_status", f"{where} (the destination failed; nothing captured)")
+            if response.status == 429:
+                raise WebError(
+                    "tab_limit",
+                    f"{where} (camofox's tab limit for session {self.session!r} is reached: close "
+                    "its other tabs, or pass tab= to use one of them)",
+                )
+            raise WebError("camofox", where)
         return payload
 
     def _q(self, **params: Any) -> str:
@@ -216,7 +208,7 @@ class CamofoxProvider:
     # -- the provider --------------------------------------------------------------------
 
     def fetch(self, url: str) -> Page:
-        """Navigate the tab to `url` and capture its snapshot and links."""
+        """Navigate the tab to `url` and capture its whole snapshot and its links."""
         requested = canonical_url(url)
         self.policy.addresses(requested)  # refused before the browser is asked anything
         self._ensure_tab()
@@ -224,10 +216,21 @@ class CamofoxProvider:
             "POST", self._tab_path("/navigate"), {"userId": self.session, "url": requested}
         )
         final = self._final(requested, nav.get("url") or requested, "navigation to")
-        snap = self._call("GET", self._tab_path("/snapshot") + self._q())
-        final = self._final(requested, snap.get("url") or final, "snapshot of")
-        text, starts = snapshot_text(self.scrub(str(snap.get("snapshot") or "")))
-        truncated = bool(snap.get("truncated") or snap.get("hasMore")) or len(text) > self.max_chars
+        status = nav.get("httpStatus")
+        if (
+            nav.get("ok") is False
+            or nav.get("navigationOk") is False
+            or (isinstance(status, int) and not 200 <= status < 300)
+        ):
+            if isinstance(status, int):
+                raise WebError(
+                    "http_status", f"{final} answered HTTP {status} (camofox); nothing captured"
+                )
+            raise WebError("camofox", f"camofox could not navigate to {requested} (ok: false)")
+        raw, snap_url, cut = self._snapshot()
+        final = self._final(requested, snap_url or final, "snapshot of")
+        text, starts = snapshot_text(self.scrub(raw))
+        truncated = cut or len(text) > self.max_chars
         text = text[: self.max_chars]
         starts = [(o, h) for o, h in starts if o < len(text)]
         title = starts[0][1] if starts else final
@@ -244,6 +247,58 @@ class CamofoxProvider:
             "utf-8",
             len(text.encode()),
             (final,) if final != requested else (),
+        )
+
+    def _snapshot(self) -> tuple[str, str, bool]:
+        """(the whole snapshot, its URL, cut): a truncated snapshot is followed window by window
+        (`offset`/`nextOffset`) to its end; what cannot be had (more windows than MAX_WINDOWS or
+        max_chars allow, or a window that is not the one asked for: a server whose cache of
+        the snapshot is gone answers the first window again) is replaced by a visible omission line
+        and the page is marked truncated. Each window is the whole's characters from `offset`
+        to `nextOffset`, the server's marker, then the whole's last TAIL_CHARS characters; the
+        last window's chunk reaches into that tail."""
+        first = self._call("GET", self._tab_path("/snapshot") + self._q())
+        url = str(first.get("url") or "")
+        head = str(first.get("snapshot") or "")
+        total = first.get("totalChars")
+        if not first.get("truncated"):
+            return head, url, False
+        if not isinstance(total, int) or total <= TAIL_CHARS:
+            return head + self._omission(0, total), url, True
+        parts: list[str] = []
+        offset, window = 0, first
+        budget = first.get("nextOffset")  # the chunk of every window but the last
+        if not isinstance(budget, int) or not 0 < budget < total:
+            return head + self._omission(0, total), url, True
+        for _ in range(MAX_WINDOWS):
+            body = str(window.get("snapshot") or "")
+            nxt = window.get("nextOffset")
+            if window.get("hasMore"):
+                if nxt != offset + budget or not nxt < total:  # not the window asked for
+                    return "".join(parts) + self._omission(offset, total), url, True
+                parts.append(body[: nxt - offset])
+                offset = nxt
+                if offset >= 2 * self.max_chars:  # the text would be cut here anyway
+                    return "".join(parts) + self._omission(offset, total), url, True
+                window = self._call("GET", self._tab_path("/snapshot") + self._q(offset=offset))
+                if str(window.get("url") or url) != url:
+                    return "".join(parts) + self._omission(offset, total), url, True
+                continue
+            need = total - offset  # the last window: its chunk, the marker, the tail
+            if len(body) != min(budget, need) + 1 + TAIL_CHARS:
+                return "".join(parts) + self._omission(offset, total), url, True
+            parts.append(body[-need:] if need <= TAIL_CHARS else body[: need - TAIL_CHARS])
+            if need > TAIL_CHARS:
+                parts.append(body[-TAIL_CHARS:])
+            return "".join(parts), url, False
+        return "".join(parts) + self._omission(offset, total), url, True
+
+    @staticmethod
+    def _omission(start: int, total: object) -> str:
+        end = total if isinstance(total, int) else "its end"
+        return (
+            f"\n- text: [jev-harness: characters {start} to {end} of this page's snapshot were "
+            "not returned by camofox and are omitted here]\n"
         )
 
     def _links(self) -> tuple[Link, ...]:

@@ -8,6 +8,7 @@ import pytest
 
 import jev_harness as jev
 from jev_harness.web import CamofoxProvider, WebError, WebTools
+from jev_harness.web.aria import snapshot_text
 from jev_harness.web.camofox import DEFAULT_BASE_URL
 from jmp_lab.servers.camofox import CamofoxServer
 from jmp_lab.servers.site import MARKER, SiteServer
@@ -143,7 +144,9 @@ def test_a_page_that_moves_before_the_snapshot_is_refused(site, fox):
     provider.close()
 
 
-def test_a_server_without_an_access_key_works(site, monkeypatch):
+def test_a_server_without_an_access_key_works(
+    site: SiteServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No CAMOFOX_ACCESS_KEY at all (a local camofox-browser without one): fetch captures the
     page (at 623aa1b every scrub was `redact(text, None)`: TypeError)."""
     monkeypatch.delenv("CAMOFOX_ACCESS_KEY", raising=False)
@@ -153,3 +156,126 @@ def test_a_server_without_an_access_key_works(site, monkeypatch):
         provider.close()
     assert MARKER in page.text
     assert all("Authorization" not in r["headers"] for r in fox.requests)
+
+
+# -- camofox-browser 1.17.0 as it speaks (jmp_lab/servers/camofox.py follows its server.js) ----
+
+
+def _long_yaml(total: int) -> str:
+    """A snapshot of about `total` characters whose every line is numbered (exactly `total`)."""
+    lines, size, n = [], 0, 0
+    while size < total:
+        line = f"- paragraph: line {n:06d} of the long page"
+        lines.append(line)
+        size += len(line) + 1
+        n += 1
+    text = "\n".join(lines)
+    return text[:total] if len(text) >= total else text + "x" * (total - len(text))
+
+
+@pytest.mark.parametrize("total", [80_001, 79_900 + 74_800, 200_000, 154_799, 154_801])
+def test_a_truncated_snapshot_is_followed_to_its_end(
+    site: SiteServer, fox: CamofoxServer, total: int
+) -> None:
+    yaml = _long_yaml(total)
+    url = site.url + "/long-canned"
+    fox.state.canned[url] = yaml
+    provider = CamofoxProvider(url, [site.url], "s1", base_url=fox.url)
+    page = provider.fetch(url)
+    provider.close()
+    whole, _ = snapshot_text(yaml)
+    assert page.text == whole and not page.truncated
+    assert "truncated at char" not in page.text and "Call snapshot" not in page.text
+    offsets = [r["path"] for r in fox.requests if r["path"].endswith("/snapshot")]
+    assert len(offsets) == 1 + (total - 5000 - 1) // 74_800  # one window per 74,800 characters
+
+
+def test_a_window_that_is_not_the_one_asked_for_is_a_visible_omission(
+    site: SiteServer, fox: CamofoxServer
+) -> None:
+    url = site.url + "/long-canned"
+    fox.state.canned[url] = _long_yaml(200_000)
+    fox.state.forget = True  # the server lost its cached snapshot: every answer is window one
+    provider = CamofoxProvider(url, [site.url], "s1", base_url=fox.url)
+    page = provider.fetch(url)
+    provider.close()
+    assert page.truncated and "line 000000 " in page.text
+    omitted = "characters 74800 to 200000 of this page's snapshot were not returned by camofox"
+    assert page.text.count(omitted) == 1 and page.text.count("line 000000 ") == 1
+    assert "truncated at char" not in page.text
+
+
+def test_the_text_cap_stops_following_windows(site: SiteServer, fox: CamofoxServer) -> None:
+    url = site.url + "/long-canned"
+    fox.state.canned[url] = _long_yaml(400_000)
+    provider = CamofoxProvider(url, [site.url], "s1", base_url=fox.url, max_chars=60_000)
+    page = provider.fetch(url)
+    provider.close()
+    assert page.truncated and len(page.text) == 60_000
+    assert len([r for r in fox.requests if r["path"].endswith("/snapshot")]) == 2
+
+
+def test_snapshot_text_keeps_what_a_reader_needs() -> None:
+    yaml = "\n".join(
+        [
+            "- main:",
+            '  - heading "Harbor" [level=1]',
+            "  - list:",
+            "    - listitem [e1]:",
+            '      - link "Docs" [e2]:',
+            "        - /url: /docs",
+            '  - paragraph: "Code: cobalt"',
+            '  - button "Go" [e3]',
+            "  - text: plain words",
+        ]
+    )
+    text, starts = snapshot_text(yaml)
+    assert text == "# Harbor\nDocs\nCode: cobalt\nbutton: Go\nplain words\n"
+    assert starts == [(0, "Harbor")]
+
+
+def test_a_navigation_that_is_not_2xx_is_a_failed_fetch_naming_the_status(
+    site: SiteServer, fox: CamofoxServer
+) -> None:
+    provider = CamofoxProvider(site.url + "/", [site.url], "s1", base_url=fox.url)
+    with pytest.raises(WebError) as caught:
+        provider.fetch(site.url + "/no-such-page")
+    provider.close()
+    assert caught.value.code == "http_status" and "HTTP 404" in caught.value.message
+
+
+def test_a_browser_restart_fails_the_fetch_and_the_next_one_opens_a_new_tab(
+    site: SiteServer, fox: CamofoxServer
+) -> None:
+    provider = CamofoxProvider(site.url + "/", [site.url], "s1", base_url=fox.url)
+    provider.fetch(site.url + "/")
+    first = provider.tab
+    fox.restart()
+    with pytest.raises(WebError) as caught:
+        provider.fetch(site.url + "/marker")
+    assert caught.value.code == "browser_restarted" and "410" in caught.value.message
+    assert MARKER in provider.fetch(site.url + "/marker").text
+    assert provider.tab not in (None, first)
+    provider.close()
+    assert fox.tabs == {}
+
+
+def test_the_tab_limit_is_a_clear_error(site: SiteServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CAMOFOX_ACCESS_KEY", raising=False)
+    with CamofoxServer(max_tabs=1) as fox:
+        fox.open_tab("s1")
+        provider = CamofoxProvider(site.url + "/", [site.url], "s1", base_url=fox.url)
+        with pytest.raises(WebError) as caught:
+            provider.fetch(site.url + "/")
+    assert caught.value.code == "tab_limit" and "429" in caught.value.message
+    assert "'s1'" in caught.value.message
+
+
+@pytest.mark.parametrize("key", ["url", "href"])
+def test_links_carry_url_or_href(site: SiteServer, fox: CamofoxServer, key: str) -> None:
+    fox.state.link_key = key
+    provider = CamofoxProvider(site.url + "/", [site.url], "s1", base_url=fox.url)
+    page = provider.fetch(site.url + "/")
+    provider.close()
+    assert site.url + "/marker" in {link.url for link in page.links}
+    assert [r for r in fox.requests if "links" in r["path"]]

@@ -9,7 +9,8 @@ Inputs:
   (tests/security/probe.py; ENV_FILE: `env_file`, the workspace's `.env`) and returns its
   stdout as the outcome text (which passes the harness's redactor).
 - `mode: "hold"`: the operation appends a line to `effect`, writes `<hold>.started` (the
-  worker's pid) and blocks reading the FIFO `hold`, so that a test can kill it mid-operation.
+  worker's pid) and blocks reading the FIFO `hold`, so that a test can kill it mid-operation;
+  with `browser` (a path), it first starts a real Chromium and writes its processes there.
 - `mode: "touch"`: the operation appends a line to `effect` and returns (a power cut lands
   after the client was told of it).
 - always: `configure` writes what the kernel gave the task (goal and secrets) to
@@ -90,6 +91,8 @@ class ProbeTask(jev.Task):
         return jev.Outcome("ok", "touched", text="touched")
 
     def hold(self, task: jev.Task, chosen: Any) -> jev.Outcome:
+        if self.inputs.get("browser"):
+            self.start_browser(self.inputs["browser"])
         with open(self.inputs["effect"], "a") as f:
             f.write("ran\n")
         hold = self.inputs["hold"]
@@ -99,6 +102,19 @@ class ProbeTask(jev.Task):
             fifo.read()
         self.ran = True
         return jev.Outcome("ok", "held")
+
+    def start_browser(self, record: str) -> None:
+        """A real Chromium held open by the script (jev_harness.web.browser, as ChromiumProvider
+        launches it); its processes (pid, start time) written to `record` for the row to find."""
+        import psutil
+
+        from jev_harness.web.browser import Browser
+
+        self.browser = Browser()
+        self.browser.start()
+        procs = psutil.Process().children(recursive=True)
+        with open(record, "w") as f:
+            json.dump([[p.pid, p.create_time(), " ".join(p.cmdline())[:80]] for p in procs], f)
 
 
 workflow = jev.TaskScript(ProbeTask)

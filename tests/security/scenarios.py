@@ -40,6 +40,7 @@ import psutil
 from tests.security.frontends import FRONT_ENDS, FrontEnd, Outcome
 from tests.security.paths import PATHS, SpawnPath
 from tests.security.world import ESCAPES, PROBE, World, confine
+from tests.support.browser import missing_browser
 from tests.support.warm import processes_of, workers_of
 
 SLEEP = "sleep 30.8642"  # the blocked command of the crash scenario; unique on the machine
@@ -263,6 +264,8 @@ def _harness_task(world: World, scenario: str) -> dict[str, Any]:
     os.mkfifo(hold)
     world.jev.script([{"probe.hold.how": "quick"}])
     inputs = {"mode": "hold", "hold": str(hold), "effect": str(world.effect)}
+    if missing_browser() is None:  # the script holds a real browser open when it is killed
+        inputs["browser"] = str(world.tmp / "browser.json")
     return {"goal": "run the slow job", "inputs": inputs | {"out": str(world.out)}}
 
 

@@ -9,12 +9,15 @@ of the run may outlive it.
 
 from __future__ import annotations
 
+import json
 import signal
 
+import psutil
 import pytest
 
-from tests.security.frontends import REOPEN, needs
+from tests.security.frontends import REOPEN, TASK_SCRIPT, needs
 from tests.security.scenarios import RUN_TIMEOUT_S, Run, events_of
+from tests.support.browser import missing_browser
 
 pytestmark = pytest.mark.timeout(RUN_TIMEOUT_S + 120)
 
@@ -66,3 +69,28 @@ def test_reopening_adds_no_second_record_and_stays_blocked(crash: Run) -> None:
     added = tuple(e["kind"] for e in after[before:])
     assert added == crash.cell.fe.reopen_appends, after[before:]
     assert crash.world.effect.read_text().splitlines() == ["ran"]
+
+
+def browser_survivors(run: Run) -> list[str]:
+    """The processes of the browser the task script held open that are still running (a pid
+    counts only with its recorded start time); skips where no browser is installed."""
+    record = run.world.tmp / "browser.json"
+    if not record.exists():
+        pytest.skip(f"no browser held: {missing_browser() or 'the script never started one'}")
+    procs = json.loads(record.read_text())
+    assert any("chromium" in argv for _pid, _t, argv in procs), procs
+    alive, named = [], {pid: argv for pid, _t, argv in procs}
+    for pid, started, _argv in procs:
+        try:
+            proc = psutil.Process(pid)
+            if proc.create_time() == started and proc.status() != psutil.STATUS_ZOMBIE:
+                alive.append(proc)
+        except psutil.Error:
+            continue
+    return [f"{p.pid} {named[p.pid]}" for p in psutil.wait_procs(alive, timeout=30)[1]]
+
+
+@needs(TASK_SCRIPT)
+def test_a_browser_the_script_held_dies_with_the_worker(crash: Run) -> None:
+    """issue 35: Playwright's driver, Chromium and its zygotes, renderers and helpers."""
+    assert browser_survivors(crash) == []

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.security.frontends import REOPEN, needs
+from tests.security.frontends import REOPEN, TASK_SCRIPT, needs
 from tests.security.scenarios import RUN_TIMEOUT_S, Run, events_of
+from tests.security.test_crash import browser_survivors
 
 pytestmark = pytest.mark.timeout(RUN_TIMEOUT_S + 120)
 
@@ -58,3 +59,9 @@ def test_reopening_records_kernel_exit_and_reruns_nothing(kernel_kill: Run) -> N
     last = events_of(run.world, sid)[len(after) :]
     assert tuple(e["kind"] for e in last) == run.cell.fe.reopen_appends, last
     assert run.world.effect.read_text().splitlines() == ["ran"]
+
+
+@needs(TASK_SCRIPT)
+def test_a_browser_the_script_held_dies_with_a_killed_kernel(kernel_kill: Run) -> None:
+    """issue 35: the worker exits when its kernel dies, and its browser with it."""
+    assert browser_survivors(kernel_kill) == []
