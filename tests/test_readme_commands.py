@@ -217,3 +217,14 @@ def test_the_runnable_readme_commands_run_as_written(short_tmp: Path) -> None:
         assert done.returncode in (0, 2) and (done.returncode == 0 or done.stderr.strip())
         ran.add(check)
     assert ran == {c for c, w in WHERE.items() if w == "run"}
+
+
+def test_make_test_runs_in_two_processes_and_ends_with_its_slowest_tests() -> None:
+    """What `make test` runs (docs/ARCHITECTURE.md): two pytest-xdist processes, and the 15
+    slowest tests at the end, so that where the suite's time goes is in every run's output."""
+    outer = ("TEST_WORKERS", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")  # a `make test TEST_WORKERS=1`
+    env = {k: v for k, v in os.environ.items() if k not in outer}
+    dry = subprocess.run(["make", "-n", "test"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    (line,) = [x for x in dry.stdout.splitlines() if " -m pytest " in x]
+    assert "--durations=15" in line.split() and "-n 2" in line, line
