@@ -42,9 +42,10 @@ install-browser:
 # The suite in TEST_WORKERS processes (pytest-xdist; tests/conftest.py keeps each file, and the
 # security matrix, on one worker): two by default, 650-700 s on this 2-core machine against
 # 750 s in one (docs/DECISIONS.md "The suite in two processes"); TEST_WORKERS=1 runs it in one.
+# It ends with its 15 slowest tests (setup, call and teardown each), where the time goes.
 TEST_WORKERS ?= 2
 test:
-	$(PY) -m pytest -q $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS))
+	$(PY) -m pytest -q --durations=15 $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS))
 
 # `uv tool install` and `pipx install` of this checkout into a fresh home, offline (minutes):
 # every wheel comes from WHEELHOUSE, filled once from PyPI by `make wheelhouse`.

@@ -50,7 +50,8 @@ class UserData(Data):
 
 
 class RunStartedData(Data):
-    """One `Agent.run` began: which models, and what the workspace held."""
+    """One run began (an agent's or a harness task's): which models, and what the workspace
+    held. Fsynced, with the request before it, before the run's first step."""
 
     model: str
     router_model: str = ""

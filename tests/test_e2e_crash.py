@@ -93,7 +93,12 @@ def test_tool_worker_killed_mid_command_is_uncertain_within_two_seconds(jmp: Cli
 
 @pytest.mark.parametrize(
     ("crash_at", "ran"),
-    [("before_tool_started", 0), ("after_tool_started", 0), ("after_tool_result", 1)],
+    [
+        ("after_run_started", 0),
+        ("before_tool_started", 0),
+        ("after_tool_started", 0),
+        ("after_tool_result", 1),
+    ],
 )
 def test_kernel_killed_at_each_point_reports_exactly_the_pending_call(
     jmp: Cli, crash_at: str, ran: int
@@ -103,9 +108,11 @@ def test_kernel_killed_at_each_point_reports_exactly_the_pending_call(
     first = jmp.task("append a line", env=env)
     assert first.code == -signal.SIGKILL
     session = first.lines[0]["session_id"]
+    opening = [e["kind"] for e in jmp.log(session)[:3]]
+    assert opening == ["session", "user", "run_started"]  # durable before the first step
     assert effect_lines(jmp) == ran
     assert not wait_gone(jmp)  # the orphaned workers exit on their own, with their children
-    if crash_at == "before_tool_started":
+    if crash_at in ("after_run_started", "before_tool_started"):
         script_finish(jmp)
         reopened = jmp.run("--session", session)
         assert reopened.code == 0, reopened.stderr

@@ -219,6 +219,17 @@ def test_the_runnable_readme_commands_run_as_written(short_tmp: Path) -> None:
     assert ran == {c for c, w in WHERE.items() if w == "run"}
 
 
+def test_make_test_runs_in_two_processes_and_ends_with_its_slowest_tests() -> None:
+    """What `make test` runs (docs/ARCHITECTURE.md): two pytest-xdist processes, and the 15
+    slowest tests at the end, so that where the suite's time goes is in every run's output."""
+    outer = ("TEST_WORKERS", "MAKEFLAGS", "MFLAGS", "MAKELEVEL")  # a `make test TEST_WORKERS=1`
+    env = {k: v for k, v in os.environ.items() if k not in outer}
+    dry = subprocess.run(["make", "-n", "test"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert dry.returncode == 0, dry.stderr
+    (line,) = [x for x in dry.stdout.splitlines() if " -m pytest " in x]
+    assert "--durations=15" in line.split() and "-n 2" in line, line
+
+
 def test_ci_runs_the_readmes_commands() -> None:
     """CI (.ci/run) runs the contributors' block of the README, the setup and the check, in
     that order and nothing else; `make check` is lint, format, types, then the suite."""

@@ -23,6 +23,7 @@ from kernel.harness.engine import Engine, Limits
 from kernel.harness.outbound import Outbound
 from kernel.harness.state import check_goal
 from kernel.harness.workers import HarnessWorker
+from kernel.run.ledger import crash_point
 from kernel.store.redact import Redactor
 from kernel.supervision.models import model_worker
 from kernel.supervision.router import Router
@@ -271,6 +272,10 @@ def _first_records(
         )
     )
     model = "" if direct_only else settings.jev_model
+    # Durable, with the request and the task before it: a kill from here on leaves a run
+    # that `inspect` settles, never a session without its request (DECISIONS).
     session.append(
-        RunStartedData(model=model, router_model=model, workspace=str(session.workspace))
+        RunStartedData(model=model, router_model=model, workspace=str(session.workspace)),
+        durable=True,
     )
+    crash_point("after_run_started")

@@ -27,7 +27,7 @@ from kernel.loop.listing import workspace_listing
 from kernel.loop.resume import read_only_error, saved_answer, settle_interrupted
 from kernel.loop.routing import Routing, record_error
 from kernel.loop.steps import ToolStep
-from kernel.run.ledger import RunEnded
+from kernel.run.ledger import RunEnded, crash_point
 from kernel.store import pending
 from kernel.supervision.supervisor import Cancelled, WorkerDied, WorkerFailed
 from protocol.events import CleanupWarningData, RunStartedData, UserData
@@ -214,8 +214,10 @@ class Agent:
                 listing=listing,
                 listing_truncated=truncated,
                 resumed=prompt is None,
-            )
+            ),
+            durable=True,  # with the request: a kill from here on leaves a run to settle
         )
+        crash_point("after_run_started")
 
     def _loop(self) -> NoReturn:
         """Route and step until the run ends; a cancel or a worker's failure ends it here."""

@@ -48,7 +48,10 @@ Rules that hold for every log:
   stops with an error naming the file.
 - A line is written with a single `write()` including its newline. `tool_started`,
   `tool_uncertain` and the `session` record are fsynced before anything else happens (before
-  the tool can have any effect).
+  the tool can have any effect). `run_started` is fsynced, with the request (`user`, and the
+  harness's `task`) before it, before the run's first step: a run killed from then on is
+  found as a killed run (`running`, settled `blocked` or resumed), never as a session with no
+  request.
 - A torn last line (a write cut short by a crash) is moved to `events.jsonl.torn-<time>` beside
   the log and removed, under the session lock, and an `error` record with stage `recall`
   (reading the session back) and error_class `TornRecord` says so. The archive is named only

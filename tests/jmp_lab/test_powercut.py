@@ -7,16 +7,18 @@ import fcntl
 import mmap
 import os
 import random
+import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from jmp_lab.chaos.powercut.control import LossyDisk
+from jmp_lab.chaos.powercut.control import DiskError, LossyDisk, mounted
 from jmp_lab.chaos.powercut.cut import take
 from jmp_lab.chaos.powercut.model import MODELS, PAGE, Image
 from tests.support.lossy import fsync, fuse, lossy_disk
@@ -367,3 +369,50 @@ def test_through_fuse_locks_sqlite_mmap_and_a_frozen_disk(disk: LossyDisk) -> No
     disk.cut("lose", "lose", seed=0)
     assert writer.wait() == -9
     assert "late" not in os.listdir(disk.backing)
+
+
+@fuse
+def test_through_fuse_a_disk_that_died_says_how_instead_of_a_closed_connection(
+    disk: LossyDisk,
+) -> None:
+    """A daemon gone before the cut answered (here a SIGTERM ends its FUSE loop) is a
+    DiskError naming its exit status and its log, not the control connection's EOFError
+    (issue 38: a cut under load ended so, and said nothing of why)."""
+    disk.freeze()
+    assert disk.process is not None
+    disk.process.send_signal(signal.SIGTERM)
+    assert disk.process.wait() == 1
+    with pytest.raises(DiskError) as failed:
+        disk.cut("lose", "lose", seed=0)
+    assert "went away during cut" in str(failed.value) and "exit status 1" in str(failed.value)
+    assert "the FUSE loop ended abnormally" in str(failed.value)
+
+
+@fuse
+def test_through_fuse_a_cut_is_answered_when_the_fuse_loop_ends_during_it(
+    disk: LossyDisk,
+) -> None:
+    """The FUSE loop may end while a cut waits for it (a signal, an error of libfuse): the cut
+    still answers, BACKING holds the durable image, the daemon exits 1 and its log says why.
+    A stopped process holding a file keeps the lazily detached mount alive until then."""
+    (disk.mount / "unsynced").write_bytes(b"never named durably")
+    with (disk.mount / "unsynced").open("rb") as held:
+        holder = subprocess.Popen(["sleep", "301.5"], stdin=held)
+    try:
+        os.kill(holder.pid, signal.SIGSTOP)  # it holds the file and cannot exit
+        disk.freeze()
+        answer: dict[str, object] = {}
+        cut = threading.Thread(target=lambda: answer.update(disk.cut("lose", "lose", seed=0)))
+        cut.start()
+        while mounted(disk.mount):  # detached: the cut now waits for the loop to end
+            time.sleep(0.01)
+        assert disk.process is not None
+        disk.process.send_signal(signal.SIGTERM)
+        cut.join()
+        assert answer["undone"] == ["create /unsynced"], answer
+        assert os.listdir(disk.backing) == []
+        assert disk.process.wait() == 1
+        assert "the FUSE loop ended abnormally" in disk.log.read_text()
+    finally:
+        holder.kill()
+        holder.wait()

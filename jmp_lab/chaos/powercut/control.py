@@ -23,7 +23,7 @@ import threading
 import time
 from multiprocessing.connection import Client, Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from host.spawn import SPAWN_CWD, module_argv
 
@@ -102,20 +102,32 @@ class LossyDisk:
             time.sleep(0.01)
         self.mounts += 1
 
-    def _give_up(self, what: str) -> None:
+    def _give_up(self, what: str) -> NoReturn:
         self.kill()
         tail = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
         raise DiskError(f"{what} at {self.mount} (model {self.model}); its log:\n{tail}")
 
     def call(self, op: str, **fields: Any) -> Any:
         with self._calls:
-            if self._conn is None:
-                self._conn = Client(str(self.socket), family="AF_UNIX", authkey=self.key)
-            self._conn.send({"op": op, **fields})
-            reply = self._conn.recv()
+            try:
+                if self._conn is None:
+                    self._conn = Client(str(self.socket), family="AF_UNIX", authkey=self.key)
+                self._conn.send({"op": op, **fields})
+                reply = self._conn.recv()
+            except (EOFError, OSError) as exc:
+                self._lost(op, exc)
         if "error" in reply:
             raise DiskError(f"the disk refused {op}: {reply['error']}")
         return reply["ok"]
+
+    def _lost(self, op: str, exc: BaseException) -> NoReturn:
+        """The daemon went away during `op`: say how it ended, with its log."""
+        code = None
+        if self.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                code = self.process.wait(timeout=15)
+        self._conn = None
+        self._give_up(f"the disk went away during {op} ({exc!r}; exit status {code})")
 
     def status(self) -> dict[str, Any]:
         return dict(self.call("status"))

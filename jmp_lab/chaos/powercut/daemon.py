@@ -25,6 +25,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import traceback
 from multiprocessing.connection import Connection, Listener
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,8 @@ class Disk:
         self.answered = threading.Event()  # the cut's or stop's answer went out
         self.closing = False
         self.device = 0
+        self.materialized = False  # BACKING holds the cut's image
+        self._rewriting = threading.Lock()
 
     def handle(self, request: dict[str, Any]) -> Any:
         fs, op = self.fs, request.get("op")
@@ -117,6 +120,13 @@ class Disk:
             self.report = report
         self.unmount()
         self.rewritten.wait(UNMOUNT_WAIT_S * 4)
+        if self.unmounted.is_set():
+            self.rewrite()  # the FUSE loop ended before the image was taken: done here
+        if not self.materialized:
+            raise RuntimeError(
+                f"the mount did not end within {UNMOUNT_WAIT_S * 6:.0f} s (a process still "
+                "holds a file on it?): BACKING is as processes left it, not the durable image"
+            )
         return {
             "reverted": report.reverted,
             "torn": report.torn,
@@ -146,10 +156,17 @@ class Disk:
                     with contextlib.suppress(OSError):
                         os.close(fd)
                 self.fs.deferred, self.fs.nodes = [], {}
-            if self.report is not None:
-                materialize(self.backing, self.report.entries)
+            self.rewrite()
         finally:
             self.rewritten.set()
+
+    def rewrite(self) -> None:
+        """BACKING becomes the cut's image, once, by whichever of the FUSE loop's end and the
+        cut comes last (the loop may end first: a signal, an error of libfuse)."""
+        with self._rewriting:
+            if self.report is not None and not self.materialized:
+                materialize(self.backing, self.report.entries)
+                self.materialized = True
 
 
 class _FUSE(mfusepy.FUSE):  # type: ignore[misc]
@@ -187,7 +204,9 @@ class _FUSE(mfusepy.FUSE):  # type: ignore[misc]
 
 
 def _rule(raw: dict[str, Any]) -> dict[str, Any]:
-    fields = {k: raw[k] for k in ("op", "pattern", "nth", "action", "contains") if k in raw}
+    fields: dict[str, Any] = {
+        k: raw[k] for k in ("op", "pattern", "nth", "action", "contains") if k in raw
+    }
     if isinstance(fields.get("contains"), str):
         fields["contains"] = fields["contains"].encode()
     return fields
@@ -241,6 +260,7 @@ def main(argv: list[str] | None = None) -> int:
 
     threading.Thread(target=device, daemon=True).start()
     options_ = {"allow_other": True} if os.geteuid() == 0 else {}
+    status = 0
     try:
         _FUSE(
             disk.fs,
@@ -251,12 +271,16 @@ def main(argv: list[str] | None = None) -> int:
             default_permissions=True,
             **options_,
         )
+    except Exception:  # libfuse's loop ended by a signal (RuntimeError: 8) or an error
+        traceback.print_exc()
+        print("the FUSE loop ended abnormally; the mount is gone", file=sys.stderr, flush=True)
+        status = 1
     finally:
         disk.finish()
-    if disk.closing:
-        disk.answered.wait(10)  # the cut's answer goes out before the process ends
+    if disk.closing:  # the cut's (or stop's) answer goes out before the process ends
+        disk.answered.wait(UNMOUNT_WAIT_S * 8)
     listener.close()
-    return 0
+    return status
 
 
 if __name__ == "__main__":
