@@ -123,6 +123,8 @@ class Session:
                 staging.rename(final)
                 fsync_dir(home)
             except OSError as exc:
+                with contextlib.suppress(OSError):  # renamed, not durable: out of the list
+                    final.rename(staging)
                 raise storage_error("create the session directory", final, exc) from None
         except BaseException:
             log.close()

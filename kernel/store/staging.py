@@ -34,13 +34,9 @@ _FLAGS = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 
 
 def discard_staging(staging: Path) -> None:
-    """Remove a staging dir of our own, best effort, never raising."""
-    import shutil  # on the way out: its import (bz2, lzma) slows a warm start
-
-    shutil.rmtree(staging, ignore_errors=True)
-    if not os.path.lexists(staging):
-        return
-    for name in _FILES:  # unlink and rmdir take no descriptor (EMFILE)
+    """Remove a staging dir, best effort, never raising (nor replacing the error that made
+    its create fail: under EMFILE even an import fails)."""
+    for name in _FILES:  # by name first: unlink and rmdir take no descriptor
         with contextlib.suppress(OSError):
             os.unlink(staging / name)
     for name in _DIRS:
@@ -48,6 +44,11 @@ def discard_staging(staging: Path) -> None:
             os.rmdir(staging / name)
     with contextlib.suppress(OSError):
         os.rmdir(staging)
+    if os.path.lexists(staging):  # something else in it (an artifact, a temp file)
+        with contextlib.suppress(Exception):
+            import shutil  # only now: its import (bz2, lzma) slows a warm start
+
+            shutil.rmtree(staging, ignore_errors=True)
 
 
 def sweep_staging(home: Path, now: float | None = None) -> list[str]:
