@@ -55,7 +55,7 @@ def sweep_staging(home: Path, now: float | None = None) -> list[str]:
     """Remove the staging dirs in `home` that no live create owns (see the module docstring);
     their names. Never raises: a dir that cannot be judged or removed is left."""
     now = time.time() if now is None else now
-    swept = []
+    swept: list[str] = []
     try:
         with os.scandir(home) as entries:
             found = [e.name for e in entries if e.name.startswith(STAGING)]
