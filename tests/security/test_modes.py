@@ -26,11 +26,11 @@ def _owners_alone(run: Run) -> None:
     home = run.world.home
     directory = home / sid
     assert (directory / "events.jsonl").exists() and (directory / "lock").exists()
-    assert loose_modes(home) == [], "readable by other users"
     reachable(home.parent)  # only jmp's own modes stand between nobody and the session
     read = [p.name for p in directory.rglob("*") if p.is_file() and nobody_reads(p) is not None]
     assert read == [], f"nobody read {read}"
     assert not nobody_locks(directory / "lock"), "nobody could flock the session's lock"
+    assert loose_modes(home) == [], "open to other users"
 
 
 @needs_setpriv
