@@ -38,6 +38,7 @@ from pathlib import Path
 os.umask(int(sys.argv[3], 8))
 from kernel.context.recall.index import RecallIndex
 from kernel.store.session import Session
+from protocol.events import UserData
 home, ws, word = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[4]
 with Session.create(home, ws) as s:
     for i in range(9):
