@@ -157,6 +157,8 @@ class Session:
 
         Open reads the log's ends only (events.index, kernel/store/event_log.py): its time does
         not grow with history. `verify` checks every line first (what `jmp --verify` does).
+        A session written with wider modes is made the owner's alone first, said once on
+        stderr (kernel/store/modes.py).
         """
         home = Path(home).absolute()
         if not cls.exists(home, session_id):
