@@ -59,9 +59,9 @@ def check_servers(client: Sequence[ClientServer]) -> None:
                 check_text(item.value, f"{where}.env[{j}].value")
         elif isinstance(server, HttpMcpServer | SseMcpServer):
             check_text(server.url, f"{where}.url", header=True)
-            for j, item in enumerate(server.headers):
-                check_text(item.name, f"{where}.headers[{j}].name", header=True)
-                check_text(item.value, f"{where}.headers[{j}].value", header=True)
+            for j, header in enumerate(server.headers):
+                check_text(header.name, f"{where}.headers[{j}].name", header=True)
+                check_text(header.value, f"{where}.headers[{j}].value", header=True)
 
 
 def _entry(server: ClientServer) -> dict[str, Any]:

@@ -136,7 +136,8 @@ def check_message(message: Any) -> dict[str, Any]:
             "id": request_id,
             "error": {"code": INVALID_REQUEST, "message": "the client's error is not an object"},
         }
-    return message
+    checked: dict[str, Any] = message
+    return checked
 
 
 def usable_id(value: Any) -> bool:

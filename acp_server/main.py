@@ -175,7 +175,8 @@ class _FileWriter:
 def _feed_from_thread(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader) -> None:
     def feed() -> None:
         try:
-            while chunk := sys.stdin.buffer.read1(65536):
+            stdin: Any = sys.stdin.buffer  # a BufferedReader (read1), whatever typeshed says
+            while chunk := stdin.read1(65536):
                 loop.call_soon_threadsafe(reader.feed_data, chunk)
         finally:
             loop.call_soon_threadsafe(reader.feed_eof)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from acp import RequestError
 from acp.schema import (
@@ -31,8 +31,25 @@ from kernel.loop.approval import Approval, ProposedCall
 from protocol.events import SessionMode as ModeId
 
 if TYPE_CHECKING:
-    from acp_server.sink import Sink
+    from collections.abc import Callable
+
+    from acp_server.sender import Sender
+    from acp_server.sessions import Handle
+    from acp_server.translator import Translator
+    from acp_server.updates import Update
     from kernel.store.session import Session
+
+
+class Shows(Protocol):
+    """What the approver needs of its session's sink (acp_server/sink.py): the handle once
+    bound, its translator, the sender, and updates shown from the run's thread in log order."""
+
+    handle: Handle | None
+    translator: Translator | None
+    sender: Sender
+
+    def from_run(self, updates: Callable[[Translator], list[Update]]) -> None: ...
+
 
 AUTO: ModeId = "auto"
 ASK: ModeId = "ask"
@@ -82,7 +99,7 @@ def options(tool: str) -> list[PermissionOption]:
 class Approver:
     """A session's mode and its "always" answers, and the hook that asks (module doc)."""
 
-    def __init__(self, sink: Sink) -> None:
+    def __init__(self, sink: Shows) -> None:
         self.sink = sink
         self.mode: ModeId = AUTO
         self.always: set[str] = set()
@@ -113,8 +130,8 @@ class Approver:
 
     def _ask(self, call: ProposedCall) -> str | None:
         """The option chosen; None when the turn was cancelled or the client is gone."""
-        server, handle = self.sink.server, self.sink.handle
-        loop, client = server.loop, server.client
+        sender, handle = self.sink.sender, self.sink.handle
+        loop, client = sender.loop, sender.client
         if loop is None or client is None or handle is None:
             return None
         workspace = handle.session.workspace

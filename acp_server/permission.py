@@ -20,7 +20,7 @@ from acp_server.updates import title, tool_kind
 from kernel.store.pending import CallRecord, cause_of
 
 if TYPE_CHECKING:
-    from acp_server.server import JmpAcpAgent
+    from acp_server.sender import Sender
     from acp_server.sessions import Handle
 
 ACKNOWLEDGE = "acknowledge"
@@ -75,11 +75,11 @@ def _why(record: CallRecord) -> str:
     )
 
 
-async def ask(server: JmpAcpAgent, handle: Handle, waiting: Sequence[CallRecord]) -> bool | None:
+async def ask(sender: Sender, handle: Handle, waiting: Sequence[CallRecord]) -> bool | None:
     """True: acknowledge; False: stop (still blocked); None: the turn was cancelled (the
     client answered `cancelled`, or did not within CANCEL_GRACE_S of a cancel or close), or
     the client is going."""
-    client = server.client
+    client = sender.client
     if client is None:
         return False
     # Redacted by the transport with the session's redactor, as every message of it.

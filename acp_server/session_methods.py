@@ -1,5 +1,6 @@
 """Session methods of the ACP agent: new, load (replays), resume (does not), close, set_mode,
-list. A mixin of `JmpAcpAgent` (acp_server/server.py), which the SDK's router calls by name.
+list. `JmpAcpAgent` (acp_server/server.py), which the SDK's router calls by name, hands each to
+this object, which holds only what they need: the settings, the session table and the sender.
 """
 
 from __future__ import annotations
@@ -7,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from acp import RequestError
 from acp.schema import (
@@ -20,35 +21,34 @@ from acp.schema import (
 )
 
 from acp_server import history, modes, sessions
+from acp_server.config import Config, load_turns
 from acp_server.errors import JMP_ERROR
+from acp_server.sender import Sender
 from acp_server.sessions import ClientServer, Handle
 from acp_server.sink import Sink
+from acp_server.table import SessionTable
 from protocol.events import ModeData
 
 CLOSE_POLL_S = 0.05  # how often `session/close` looks whether the prompt it cancelled ended
 
-if TYPE_CHECKING:
-    from acp_server.server import JmpAcpAgent
 
-    Base = JmpAcpAgent
-else:
-    Base = object
-
-
-class SessionMethods(Base):
+class SessionMethods:
     """How sessions are opened and released (see the module docstring)."""
+
+    def __init__(self, config: Config, table: SessionTable, sender: Sender) -> None:
+        self.config, self.table, self.sender = config, table, sender
 
     async def new_session(
         self, cwd: str, mcp_servers: Sequence[ClientServer] | None = None, **_: Any
     ) -> NewSessionResponse:
-        sink = Sink(self)
+        sink = Sink(self.sender)
         client = list(mcp_servers or ())
-        handle = await self._call(
+        handle = await self.table.call(
             partial(sessions.create, self.config, cwd, client, sink),
             redactor=self.config.request_redactor(client),
         )
         sink.bind(handle)
-        self.handles[handle.id] = handle
+        self.table.handles[handle.id] = handle
         return NewSessionResponse(session_id=handle.id, modes=modes.state(sink.approver.mode))
 
     async def load_session(
@@ -64,17 +64,17 @@ class SessionMethods(Base):
         handle, sink = await self._open(cwd, session_id, mcp_servers)
         assert sink.translator is not None
         events = handle.session.events
-        limit = history.load_turns()
-        shown = await self._call(partial(history.window, events, limit), handle)
+        limit = load_turns()
+        shown = await self.table.call(partial(history.window, events, limit), handle)
         updates = turns = 0
         note = history.note(shown)
         for update in [note] if note is not None else []:
-            await self.send_update(handle, update)
+            await self.sender.send_update(handle.id, update)
             updates += 1
-        for update in sink.translator.replay(history.Tail(events, shown.start, shown.end)):
-            await self.send_update(handle, update)
+        for replayed in sink.translator.replay(history.Tail(events, shown.start, shown.end)):
+            await self.sender.send_update(handle.id, replayed)
             updates += 1
-            turns += update.session_update == "user_message_chunk"
+            turns += replayed.session_update == "user_message_chunk"
         return LoadSessionResponse(
             modes=modes.state(sink.approver.mode), field_meta=shown.meta(updates, turns, limit)
         )
@@ -87,31 +87,31 @@ class SessionMethods(Base):
         **_: Any,
     ) -> ResumeSessionResponse:
         """Open it as `session/load` does, without replaying its history."""
-        _, sink = await self._open(cwd, session_id, mcp_servers)
+        sink = (await self._open(cwd, session_id, mcp_servers))[1]
         return ResumeSessionResponse(modes=modes.state(sink.approver.mode))
 
     async def close_session(self, session_id: str, **_: Any) -> CloseSessionResponse:
         """Cancel its prompt (as `session/cancel`), wait for it, then release its workers and
         its lock; the process serves on."""
-        handle = self._handle(session_id)
+        handle = self.table.get(session_id)
         handle.agent.cancel.set()
-        await self._settled(handle)
+        await self.table.settled(handle)
         while handle.busy:  # its prompt ends `cancelled` (a permission request too)
             await asyncio.sleep(CLOSE_POLL_S)
-        if self.handles.get(session_id) is handle:
-            del self.handles[session_id]
-            await self._call(handle.close)
+        if self.table.handles.get(session_id) is handle:
+            del self.table.handles[session_id]
+            await self.table.call(handle.close)
         return CloseSessionResponse()
 
     async def set_session_mode(
         self, mode_id: str, session_id: str, **_: Any
     ) -> SetSessionModeResponse:
         """Recorded in the log (`mode`), so that a new process on the session keeps it."""
-        handle = self._handle(session_id)
+        handle = self.table.get(session_id)
         mode = modes.check(mode_id)
         sink = handle.sink
         if sink.approver.mode != mode:
-            await self._call(partial(handle.session.append, ModeData(mode=mode), True), handle)
+            await self.table.call(partial(handle.session.append, ModeData(mode=mode), True), handle)
             sink.approver.mode = mode
         return SetSessionModeResponse()
 
@@ -123,34 +123,35 @@ class SessionMethods(Base):
             if cwd is not None:
                 sessions.check_text(cwd, "cwd")  # before a Path sees it
             rows = list_sessions(self.config.home)
-            return ListSessionsResponse(sessions=session_infos(rows, cwd))
+            infos: ListSessionsResponse = ListSessionsResponse(sessions=session_infos(rows, cwd))
+            return infos
 
-        return await self._call(listing)
+        return await self.table.call(listing)
 
     async def _open(
         self, cwd: str, session_id: str, mcp_servers: Sequence[ClientServer] | None
     ) -> tuple[Handle, Sink]:
         """Lock and open a session for this client (one open here and idle is reopened, with
         this request's MCP servers)."""
-        previous = self.handles.get(session_id)
+        previous = self.table.handles.get(session_id)
         if previous is not None:
-            await self._settled(previous)
+            await self.table.settled(previous)
             if previous.busy:
                 raise RequestError(JMP_ERROR, f"session {session_id} has a prompt running")
-            self.handles.pop(session_id, None)
-            await self._call(previous.close)
-        sink = Sink(self)
+            self.table.handles.pop(session_id, None)
+            await self.table.call(previous.close)
+        sink = Sink(self.sender)
         client = list(mcp_servers or ())
-        handle = await self._call(
+        handle = await self.table.call(
             partial(sessions.load, self.config, session_id, cwd, client, sink),
             redactor=self.config.request_redactor(client),
         )
         try:
             # In a thread, as the open (the mode and approvals may read a long log's bytes),
             # and before the handle is found: a prompt never sees it unbound (mode unknown).
-            await self._call(partial(sink.bind, handle), handle)
+            await self.table.call(partial(sink.bind, handle), handle)
         except BaseException:
-            await self._call(handle.close)  # e.g. a changed record: the lock is released
+            await self.table.call(handle.close)  # e.g. a changed record: the lock is released
             raise
-        self.handles[handle.id] = handle
+        self.table.handles[handle.id] = handle
         return handle, sink

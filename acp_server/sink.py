@@ -11,8 +11,6 @@ also holds the session's approver (acp_server/modes.py), which asks on the run's
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -24,17 +22,15 @@ from kernel.errors import JmpError
 from protocol.events import Event
 
 if TYPE_CHECKING:
-    from acp_server.server import JmpAcpAgent
+    from acp_server.sender import Sender
     from acp_server.sessions import Handle
-
-SEND_POLL_S = 1.0  # how often a blocked send looks whether the connection went away
 
 
 class Sink:
     """Translate, then send (blocking), in log order; silent until bound to its handle."""
 
-    def __init__(self, server: JmpAcpAgent) -> None:
-        self.server = server
+    def __init__(self, sender: Sender) -> None:
+        self.sender = sender
         self.handle: Handle | None = None
         self.translator: Translator | None = None
         self.approver = Approver(self)
@@ -77,28 +73,4 @@ class Sink:
                 self.send(handle, update)
 
     def send(self, handle: Handle, update: Update) -> None:
-        server = self.server
-        loop = server.loop
-        if loop is None or server.closed:
-            return
-        if _on_loop(loop):  # never block the loop on itself
-            loop.create_task(server.send_update(handle, update))
-            return
-        future = asyncio.run_coroutine_threadsafe(server.send_update(handle, update), loop)
-        while True:
-            try:
-                future.result(timeout=SEND_POLL_S)
-                return
-            except concurrent.futures.TimeoutError:
-                if server.closed:
-                    future.cancel()
-                    return
-            except (ConnectionError, concurrent.futures.CancelledError, RuntimeError):
-                return
-
-
-def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
-    try:
-        return asyncio.get_running_loop() is loop
-    except RuntimeError:
-        return False
+        self.sender.send(handle.id, update)

@@ -93,7 +93,8 @@ class StdioTransport:
         response. Bad lines are answered and skipped."""
         if self._pushed:
             item = self._pushed.popleft()
-            return await item if isinstance(item, asyncio.Future) else item
+            pushed: dict[str, Any] | None = await item if isinstance(item, asyncio.Future) else item
+            return pushed
         while True:
             line = await self._next_line()
             if line is None:

@@ -27,6 +27,8 @@ from kernel.store.catalog import (
 from kernel.store.workspace import check_workspace, utf8_problem
 
 if TYPE_CHECKING:
+    from _typeshed import SupportsWrite
+
     from cli.printer import Printer
     from kernel.store.redact import Redactor
 
@@ -43,7 +45,7 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
         raise UsageError(f"{message} (see jmp --help)")
 
-    def print_help(self, file: TextIO | None = None) -> None:
+    def print_help(self, file: SupportsWrite[str] | None = None) -> None:
         super().print_help(file or self.help_file)
 
 

@@ -54,8 +54,10 @@ class ReportFile:
     ) -> dict[str, Any]:
         """The receipt; `match` compares with the document as written while `records` are
         those written, else with `current()` (the report the records make now)."""
-        unchanged = self.document is not None and records == self.records
-        return receipt(self.path, self.document if unchanged else current())
+        written = self.document
+        if written is not None and records == self.records:
+            return receipt(self.path, written)
+        return receipt(self.path, current())
 
 
 def report_document(

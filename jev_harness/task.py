@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from jev_harness.model import OfferError, Option, Outcome, Parameter, Selection, Tool, Toolkit
 from jev_harness.observation import canonical, fit_observation
@@ -266,12 +266,14 @@ def as_outcome(result: Any) -> Outcome:
     if isinstance(result, dict):
         fields = ("status", "summary", "text", "source", "target", "data")
         known = {k: v for k, v in result.items() if k in fields}
-        status = "error" if known.pop("status", "ok") == "error" else "ok"
+        status: Literal["ok", "error"] = "error" if known.pop("status", "ok") == "error" else "ok"
         text = str(known.pop("text", ""))
         summary = str(known.pop("summary", "") or text.split("\n", 1)[0])
         data = known.pop("data", {})
-        extra = {k: str(v) for k, v in known.items()}
-        return Outcome(status, summary, text=text, data=dict(data or {}), **extra)
+        source, target = str(known.get("source", "")), str(known.get("target", ""))
+        return Outcome(
+            status, summary, text=text, source=source, target=target, data=dict(data or {})
+        )
     text = "" if result is None else str(result)
     return Outcome("ok", text.split("\n", 1)[0], text=text)
 

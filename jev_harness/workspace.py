@@ -223,9 +223,9 @@ class WorkspaceToolkit(Toolkit):
             f"{scanned} files scanned (limit {MAX_SCAN_FILES}), {scanned_bytes:,} bytes "
             f"(limit {MAX_SCAN_BYTES:,})"
         )
-        data = {"matches": found, "shown": len(shown), "files_scanned": scanned}
-        data |= {"bytes_scanned": scanned_bytes, "limit_matches": MAX_MATCHES}
-        return Outcome("ok", head, text=_bounded_lines(head, shown), target=query, data=data)
+        counts = {"matches": found, "shown": len(shown), "files_scanned": scanned}
+        counts |= {"bytes_scanned": scanned_bytes, "limit_matches": MAX_MATCHES}
+        return Outcome("ok", head, text=_bounded_lines(head, shown), target=query, data=counts)
 
     def _walk_files(self) -> Iterable[Components]:
         """Regular files breadth-first from the root; symlinks and special files skipped."""

@@ -99,3 +99,21 @@ def test_the_readme_map_names_every_folder_of_the_tree_and_no_other() -> None:
         wrong += [f"{top}/{s}/ (not named)" for s in sorted(subs - named)]
         wrong += [f"{top}/{s}/ (no such folder)" for s in sorted(named - subs)]
     assert not wrong, f"README's map and the tree differ: {wrong}"
+
+
+def test_the_changelog_is_cut_into_releases_and_the_newest_is_the_version() -> None:
+    """CHANGELOG keeps released versions, newest first, each dated; the newest is the version
+    pyproject.toml gives, which `--version` reports in a checkout (kernel/config/install.py).
+    "Unreleased" holds only what landed since (a short list, not the history)."""
+    from kernel.config.install import version
+
+    text = (ROOT / "docs" / "CHANGELOG.md").read_text()
+    heads = re.findall(r"^## (.+)$", text, re.M)
+    released = [re.fullmatch(r"(\d+\.\d+\.\d+) — (\d{4}-\d{2}-\d{2})", h) for h in heads]
+    assert heads[0] == "Unreleased" and all(released[1:]), heads
+    numbers = [tuple(int(n) for n in m.group(1).split(".")) for m in released[1:] if m]
+    assert numbers == sorted(numbers, reverse=True) and len(set(numbers)) == len(numbers)
+    newest = released[1]
+    assert newest is not None and newest.group(1) == version(ROOT)
+    unreleased = text.split("## Unreleased", 1)[1].split("\n## ", 1)[0]
+    assert unreleased.count("\n- ") <= 40, "cut a release: Unreleased is the history again"

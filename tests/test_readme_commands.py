@@ -37,7 +37,7 @@ WHERE = {
     "jmp --version": "run",
     "jmp-demo": "tests/jmp_lab/test_demo.py",
     "make install": "the environment running this suite",
-    "make test": "this suite",
+    "make check": "this suite, after lint and types (CI: test_ci_runs_the_readmes_commands)",
     "export TYPESAFE_API_KEY=...": "run",
     "export FLASH_API_KEY=...": "run",
     'jmp --workspace ~/src/project "add a --verbose flag to cli.py and run the tests"': "run",
@@ -217,3 +217,17 @@ def test_the_runnable_readme_commands_run_as_written(short_tmp: Path) -> None:
         assert done.returncode in (0, 2) and (done.returncode == 0 or done.stderr.strip())
         ran.add(check)
     assert ran == {c for c, w in WHERE.items() if w == "run"}
+
+
+def test_ci_runs_the_readmes_commands() -> None:
+    """CI (.ci/run) runs the contributors' block of the README, the setup and the check, in
+    that order and nothing else; `make check` is lint, format, types, then the suite."""
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("From a checkout (contributors):", 1)[1].split("```", 2)[1]
+    documented = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    ran = [line.strip() for line in ci if line.strip().startswith("make ")]
+    assert ran == documented == ["make install", "make check"]
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^check: lint type test$", makefile, re.M), "make check gates less"
+    assert "ruff format --check" in makefile

@@ -121,10 +121,10 @@ def _watch_parent() -> Callable[[], bool]:
     A pool-forked worker skips PDEATHSIG and the parent check (the pool may die while the
     kernel lives) and watches the kernel's pidfd instead; the silence timeout applies to both."""
     if _kernel_pidfd is not None:
-        pidfd = _kernel_pidfd
+        pool_pidfd = _kernel_pidfd
         _prctl(_PR_SET_CHILD_SUBREAPER, 1)
         signal.signal(signal.SIGTERM, lambda *_: _die(143))
-        return lambda: _pidfd_dead(pidfd)
+        return lambda: _pidfd_dead(pool_pidfd)
     # The kernel spawned us, so it is our parent. JMP_KERNEL_PID (a test's stand-in kernel
     # only) is popped: our shells must not be pointed at the kernel's /proc entry.
     expected = int(os.environ.pop(KERNEL_PID_ENV, "") or os.getppid())
@@ -174,7 +174,7 @@ def decode_request(buf: bytes) -> Any:
 class _Loop:
     """The worker's main-thread state: socket, outbox, the one request in flight."""
 
-    def __init__(self, sock: zmq.Socket, kind: WorkerKind, handler: Handler) -> None:
+    def __init__(self, sock: zmq.Socket[bytes], kind: WorkerKind, handler: Handler) -> None:
         self.sock, self.kind, self.handler = sock, kind, handler
         self.outbox: queue.SimpleQueue[tuple[Any, bool]] = queue.SimpleQueue()
         self.jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()

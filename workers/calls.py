@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from typing import Any
 
 POLL_S = 0.05  # cancel latency bound while waiting on a provider
@@ -62,7 +62,7 @@ def _pump(open_stream: Callable[[], Any], out: queue.Queue[Any], stop: threading
 
 def stream_cancellable[T](
     open_stream: Callable[[], Iterable[T]], cancel: threading.Event
-) -> Iterator[T]:
+) -> Generator[T]:
     """Items of open_stream() as they arrive; raises Cancelled within POLL_S of a cancel."""
     out: queue.Queue[Any] = queue.Queue()
     stop = threading.Event()

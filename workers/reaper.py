@@ -22,7 +22,7 @@ def kill(
     leads a group other than ours), then wait up to `wait_s` for them; returns those still
     alive. A psutil handle remembers its process's create time, so a pid the system reused
     since (another jmp kernel's, say) is never signalled."""
-    signalled = []
+    signalled: list[psutil.Process] = []
     for proc in {p.pid: p for p in procs}.values():
         with contextlib.suppress(psutil.Error, OSError):
             if not proc.is_running():
@@ -34,7 +34,8 @@ def kill(
             signalled.append(proc)
     if wait_s <= 0 or not signalled:
         return signalled
-    return psutil.wait_procs(signalled, timeout=wait_s)[1]
+    alive: list[psutil.Process] = psutil.wait_procs(signalled, timeout=wait_s)[1]
+    return alive
 
 
 def kill_tree() -> None:

@@ -45,7 +45,7 @@ class PathWithoutWorkdir(list):  # type: ignore[type-arg]
     def extend(self, entries: Iterable[Any]) -> None:
         super().extend(e for e in entries if _kept(e))
 
-    def __iadd__(self, entries: Iterable[Any]) -> PathWithoutWorkdir:  # type: ignore[override,misc]
+    def __iadd__(self, entries: Iterable[Any]) -> PathWithoutWorkdir:  # type: ignore[misc]
         self.extend(entries)
         return self
 

@@ -145,7 +145,7 @@ class CamofoxProvider:
 
     def scrub(self, text: str) -> str:
         """The text with the access key (if any) replaced: it must reach nothing we return."""
-        return redact(text, self.__key)
+        return redact(text, *([self.__key] if self.__key else []))
 
     # -- REST -----------------------------------------------------------------------------
 

@@ -141,3 +141,15 @@ def test_a_page_that_moves_before_the_snapshot_is_refused(site, fox):
     assert info.value.code == "origin_refused" and "snapshot of" in info.value.message
     assert not any(r["path"].endswith("/links") for r in fox.requests)  # nothing more read
     provider.close()
+
+
+def test_a_server_without_an_access_key_works(site, monkeypatch):
+    """No CAMOFOX_ACCESS_KEY at all (a local camofox-browser without one): fetch captures the
+    page (at 623aa1b every scrub was `redact(text, None)`: TypeError)."""
+    monkeypatch.delenv("CAMOFOX_ACCESS_KEY", raising=False)
+    with CamofoxServer() as fox:
+        provider = CamofoxProvider(site.url + "/marker", [site.url], "nokey", base_url=fox.url)
+        page = provider.fetch(site.url + "/marker")
+        provider.close()
+    assert MARKER in page.text
+    assert all("Authorization" not in r["headers"] for r in fox.requests)

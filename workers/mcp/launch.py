@@ -48,7 +48,8 @@ def sdk_server(spec: ServerConfig, token: str) -> MCPServer:
     from openhands.sdk.mcp import MCPServer
 
     if isinstance(spec, RemoteServer):
-        return MCPServer(url=spec.url, headers=spec.headers or None, transport=spec.transport)
+        remote = {"url": spec.url, "headers": spec.headers or None, "transport": spec.transport}
+        return MCPServer.model_validate(remote)
     env = {**spec.env, TOKEN_VAR: token}
     # mcp hands a stdio server only a minimal environment: pass on the kernel's tree token
     # so its process-tree net finds our servers too.
@@ -61,7 +62,7 @@ def sdk_server(spec: ServerConfig, token: str) -> MCPServer:
     if sys.platform.startswith("linux"):
         launch = [sys.executable, "-I", "-S", "-c", LAUNCH, str(os.getpid())]
         command, args = launch[0], [*launch[1:], spec.command, *spec.args]
-    return MCPServer(command=command, args=args, env=env, cwd=spec.cwd)
+    return MCPServer.model_validate({"command": command, "args": args, "env": env, "cwd": spec.cwd})
 
 
 def server_procs(token: str) -> list[psutil.Process]:

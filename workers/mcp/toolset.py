@@ -197,7 +197,7 @@ class McpToolset:
         self, server: _Server, tool: str, args: dict[str, Any], attempt: _Attempt
     ) -> Any:
         if server.broken:  # the server died earlier: start it again once, for this call
-            await server.client.close()
+            await server.client.close()  # type: ignore[no-untyped-call]  # OpenHands: untyped
             await server.client.connect()
             server.broken = False
         attempt.sent = True

@@ -169,13 +169,13 @@ class Pool(Connections):
             return f"the kernel sent namespaces [{theirs}], the pool has {sorted(self.spaces)}"
         for name, fd in zip(msg.namespaces, spaces, strict=True):
             try:
-                theirs = _ns_id(fd)
+                their_id = _ns_id(fd)
                 link = os.readlink(f"/proc/{conn.kernel_pid}/ns/{name}")
             except PermissionError:  # non-dumpable to us: the fd it holds is the proof
                 link = self.spaces[name]
             except OSError as exc:
                 return f"the kernel's {name} namespace cannot be read: {exc.strerror}"
-            if theirs != self.space_ids[name] or link != self.spaces[name]:
+            if their_id != self.space_ids[name] or link != self.spaces[name]:
                 return f"the kernel's {name} namespace is not the pool's"
         return None
 

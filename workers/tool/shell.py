@@ -161,7 +161,7 @@ class BashRunner:
         budget = self.output_bytes + 2 * len(command.encode()) + 4096
         capture = Capture(budget, echo_lines=command.count("\n") + 1)
         tap.capture = capture
-        done, why = threading.Event(), []
+        done, why = threading.Event(), list[str]()
         guard = threading.Thread(
             target=_guard, args=(shell, cancel, capture, limit_s, done, why), daemon=True
         )
