@@ -5,8 +5,9 @@ the recall index, artifacts), and its `lock` decides who may write it. Other loc
 none of it: the sessions home and every session directory are created 0700 and every file
 0600 (`DIR_MODE`, `FILE_MODE`), whatever the umask (a umask only takes bits away, so these
 modes come out exact under 0 and under 022; SQLite gives its -wal, -shm and -journal files
-the mode of the database file, created here first). The lock is opened O_RDWR, so that nobody
-who can only read it can `flock` it either (kernel/store/lock.py).
+the mode of the database file, created here first). The lock is opened O_RDWR and made 0600:
+`flock` needs only a descriptor, a read-only one will do, and no other user can get one
+(kernel/store/lock.py).
 
 A session written before (0755 directories, 0644 files) is tightened when it is opened
 (`tighten`): every directory and regular file under it with a group or other bit loses those
