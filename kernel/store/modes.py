@@ -14,8 +14,8 @@ A session written before (0755 directories, 0644 files) is tightened when it is 
 bits, never following a link, and `Session.open` says once on stderr what it changed. The
 session directory's own mode is the gate for artifacts/ (only a wide session directory has
 its artifacts walked: jmp wrote every artifact 0600 already, and open must not cost a stat
-per artifact); the rest (a few files, terminal/: the tool worker's saved outputs) is always
-walked.
+per artifact); the rest (a few files; terminal/, the shell's launcher and sourced commands)
+is always walked.
 """
 
 from __future__ import annotations
