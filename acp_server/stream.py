@@ -7,9 +7,10 @@ recorded answer (`final`, redacted whole) will say:
 - a cut is a word start (after whitespace, before a non-space): no token format the redactor
   knows (protocol/secrets.py TOKEN_PATTERNS) holds whitespace, so none can run across it, and
   the answer's final `strip()` can never remove text that was sent;
-- it is at least N-1 characters before the end, N the longest known secret, so a secret still
-  arriving cannot have begun before it;
-- no complete occurrence of a known secret runs across it.
+- it is at least N-1 characters before the end, N the longest literal the redactor replaces
+  (a known secret or an encoded form of one: `Redactor.forms`), so one still arriving cannot
+  have begun before it;
+- no complete occurrence of one runs across it.
 
 Pieces are sent only when the text grew by a twentieth (at least 64 characters), so that the
 re-redaction of the prefix stays linear in the answer's length overall.
@@ -24,7 +25,7 @@ MIN_STEP = 64
 
 class Redacts(Protocol):
     @property
-    def secrets(self) -> frozenset[str]: ...
+    def forms(self) -> frozenset[str]: ...
 
     def text(self, s: str) -> str: ...
 
@@ -91,7 +92,7 @@ class AnswerStream:
         self.raw += text
         if len(self.raw) - self._cut < max(MIN_STEP, self._cut // 20):
             return ""
-        cut = safe_cut(self.raw, self.redactor.secrets)
+        cut = safe_cut(self.raw, self.redactor.forms)
         if cut <= self._cut:
             return ""
         shown = self.redactor.text(self.raw[:cut])

@@ -36,8 +36,10 @@ from acp_server.frames import (
     overlong,
     scrub,
 )
+from protocol.lines import MAX_LINE_BYTES
 
-MAX_LINE_BYTES = 16 * 1024 * 1024  # a prompt fits the router's context (~28 kB) many times over
+__all__ = ["MAX_LINE_BYTES", "StdioTransport"]
+
 ID_SCAN_BYTES = 4096  # of an over-long line, where its id is looked for
 REQUEST_CANCELLED = -32800  # the schema's code for a request that was cancelled
 

@@ -23,3 +23,10 @@ class Line:
     time: float
     kind: Literal["result", "sessions"]
     data: dict[str, Any]
+
+
+# The longest JSON-RPC line a stdio server of ours reads (`jmp --acp`: acp_server/wire.py;
+# `jev-harness-mcp`: jev_harness/mcp/stdio.py). A longer one is discarded up to its newline,
+# never held whole, and answered -32600. A prompt fits the router's context (~28 kB) many
+# times over.
+MAX_LINE_BYTES = 16 * 1024 * 1024

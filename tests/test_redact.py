@@ -1,10 +1,17 @@
-"""Redaction: known secrets and unmistakable token formats, deep, and nothing else."""
+"""Redaction: known secrets, their common encodings and unmistakable token formats, deep, and
+nothing else."""
 
 from __future__ import annotations
 
+import base64
+from urllib.parse import quote, quote_plus
+
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from kernel.store.redact import REDACTED, Redactor
+from protocol.redact import MIN_ENCODED_SECRET_CHARS
 
 
 def test_known_secrets_are_replaced_everywhere_in_a_string():
@@ -178,3 +185,170 @@ def test_the_acp_debug_traceback_is_redacted(debug_with_a_key, capsys):
         error = as_request_error(exc, Redactor(environment_secrets()))
     assert KEY not in str(error)
     _check_debug_output(capsys.readouterr().err)
+
+
+# --- the common encodings of a known secret (issue 32 item 6) ------------------------------
+
+# Keys as vendors and files give them: printable ASCII (reserved URL characters among them),
+# sometimes non-ASCII; at least MIN_ENCODED_SECRET_CHARS, and never blank at either end.
+_KEY_CHARS = st.characters(min_codepoint=33, max_codepoint=0x2FF, exclude_categories=("Cs",))
+KEYS = st.text(_KEY_CHARS, min_size=MIN_ENCODED_SECRET_CHARS, max_size=64)
+AROUND = st.text(max_size=40)  # any text, whitespace and escapes too
+NEAR = st.binary(max_size=8)  # the bytes encoded with the key (a file's other content)
+B64 = {
+    "standard": base64.b64encode,
+    "url-safe": base64.urlsafe_b64encode,
+}
+
+
+def _windows(text: str, size: int = 8) -> list[str]:
+    return [text[i : i + size] for i in range(max(len(text) - size + 1, 1))]
+
+
+def _key_groups(before: bytes, key: bytes, encoded: str) -> str:
+    """The base64 characters of the 3-byte groups made of the key's bytes alone (an oracle
+    independent of the redactor's own arithmetic)."""
+    first = -(-len(before) // 3)  # the first group starting at or after the key
+    last = (len(before) + len(key)) // 3  # the groups ending at or before its end
+    return encoded[first * 4 : last * 4]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=KEYS,
+    before=NEAR,
+    after=NEAR,
+    left=AROUND,
+    right=AROUND,
+    alphabet=st.sampled_from(sorted(B64)),
+    padded=st.booleans(),
+)
+def test_base64_of_a_key_in_every_alignment_is_redacted(
+    key: str, before: bytes, after: bytes, left: str, right: str, alphabet: str, padded: bool
+) -> None:
+    """The key starting at byte 0, 1 or 2 of a group (`before` sets the alignment), whatever
+    bytes surround it, standard or URL-safe, padded or not, amid any text: no 8 characters of
+    the groups that are the key's alone remain."""
+    raw = key.strip().encode()
+    assume(len(key.strip()) >= MIN_ENCODED_SECRET_CHARS)
+    encoded = B64[alphabet](before + raw + after).decode()
+    encoded = encoded if padded else encoded.rstrip("=")
+    inner = _key_groups(before, raw, encoded)
+    assume(not any(w in left + right for w in _windows(inner)))
+    out = Redactor([key]).text(left + encoded + right)
+    assert REDACTED in out
+    leaked = [w for w in _windows(inner) if w in out]
+    assert not leaked, (out, leaked)
+
+
+@settings(max_examples=200, deadline=None)
+@given(key=KEYS, left=AROUND, right=AROUND, upper=st.booleans())
+def test_hex_of_a_key_in_either_case_is_redacted(key: str, left: str, right: str, upper: bool):
+    assume(len(key.strip()) >= MIN_ENCODED_SECRET_CHARS)
+    hexed = key.strip().encode().hex()
+    hexed = hexed.upper() if upper else hexed
+    assume(hexed not in left + right)
+    out = Redactor([key]).text(f"{left}{hexed}{right}")
+    assert hexed not in out and REDACTED in out
+
+
+def _percent_every_byte(key: str, lower: bool) -> str:
+    text = "".join(f"%{b:02X}" for b in key.encode())
+    return text.lower() if lower else text
+
+
+PERCENT = {
+    "every byte": lambda k: _percent_every_byte(k, False),
+    "every byte, lower": lambda k: _percent_every_byte(k, True),
+    "quote": quote,  # the reserved characters only, "/" kept
+    "quote safe=''": lambda k: quote(k, safe=""),
+    "quote_plus": quote_plus,
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(key=KEYS, left=AROUND, right=AROUND, how=st.sampled_from(sorted(PERCENT)))
+def test_percent_encodings_of_a_key_are_redacted(key: str, left: str, right: str, how: str):
+    key = key.strip()
+    assume(len(key) >= MIN_ENCODED_SECRET_CHARS)
+    encoded = PERCENT[how](key)
+    assume(encoded not in left + right)
+    out = Redactor([key]).text(f"{left}{encoded}{right}")
+    assert encoded not in out and REDACTED in out
+
+
+@settings(max_examples=200, deadline=None)
+@given(keys=st.lists(KEYS, min_size=1, max_size=4), text=st.text(max_size=400))
+def test_text_holding_no_key_or_encoding_is_unchanged(keys: list[str], text: str) -> None:
+    """The forms add no false positive: text that holds none of them passes verbatim (the
+    check is the redactor's own list, so this is about the matching, not the list)."""
+    redactor = Redactor(keys)
+    assume(not any(form in text for form in redactor.forms))
+    assert redactor.text(text) == text
+
+
+def test_every_encoding_of_four_keys_in_one_tool_output() -> None:
+    """Several keys, each in each form, in one output: all replaced, the rest verbatim."""
+    keys = [f"{name}-Zx9+q/Wm3=Lp7~Tr" for name in ("jevkey", "flashkey", "deepkey", "foxkey")]
+    lines = []
+    for key in keys:
+        raw = key.encode()
+        for offset in range(3):
+            lines.append(base64.b64encode(b"x" * offset + raw).decode())
+            lines.append(base64.urlsafe_b64encode(b"yz"[:offset] + raw).decode().rstrip("="))
+        lines += [raw.hex(), raw.hex().upper(), quote(key), quote(key, safe=""), quote_plus(key)]
+        lines.append(_percent_every_byte(key, False))
+    out = Redactor(keys).text("\n".join(f"line {i}: {v} ok" for i, v in enumerate(lines)))
+    shown = out.splitlines()
+    assert len(shown) == len(lines)
+    for i, line in enumerate(shown):
+        assert line.startswith(f"line {i}: ") and line.endswith(" ok"), line
+        assert REDACTED in line, line
+        assert lines[i] not in line
+    for key in keys:
+        assert key.encode().hex() not in out
+
+
+def test_a_short_secret_has_no_encoded_forms() -> None:
+    """Under MIN_ENCODED_SECRET_CHARS the raw value is redacted and its encodings are not: a
+    short value's base64 run is a few letters that ordinary identifiers are made of."""
+    short = "abc-12345"
+    assert len(short) < MIN_ENCODED_SECRET_CHARS
+    redactor = Redactor([short])
+    assert redactor.forms == {short}
+    encoded = base64.b64encode(short.encode()).decode()
+    assert redactor.text(f"{short} {encoded} {short.encode().hex()}") == (
+        f"{REDACTED} {encoded} {short.encode().hex()}"
+    )
+
+
+def test_an_encoded_key_streamed_in_pieces_is_never_sent_in_part() -> None:
+    """The answer's stream (acp_server/stream.py) holds back what may be an encoded form still
+    arriving, as it does a raw key: fed a character at a time, nothing sent holds 8 characters
+    of the form, and what was sent is a prefix of the answer redacted whole."""
+    from acp_server.stream import AnswerStream
+
+    key = "flashkey-" + "Qw3rTy7uI0pAsDfGhJ"
+    form = base64.b64encode(b"\n" + key.encode()).decode()
+    answer = "the value is " + form + " and " + key.encode().hex() + " and more words " * 20
+    redactor = Redactor([key])
+    stream = AnswerStream(redactor)
+    for i, char in enumerate(answer):
+        stream.feed(i, char)
+        assert not any(w in stream.sent for w in _windows(form[4:-4])), stream.sent
+    assert stream.sent and redactor.text(answer).startswith(stream.sent)
+    assert key.encode().hex() not in stream.sent
+
+
+def test_a_debug_traceback_shows_no_encoded_key(monkeypatch, capsys) -> None:
+    from kernel.store.redact import debug_traceback
+
+    monkeypatch.setenv("JMP_DEBUG", "1")
+    encoded = base64.b64encode(KEY.encode()).decode()
+    try:
+        raise RuntimeError(f"boom {encoded} {quote(KEY, safe='')}")
+    except RuntimeError as exc:
+        debug_traceback(exc, Redactor([KEY]))
+    err = capsys.readouterr().err
+    assert "RuntimeError: boom" in err
+    assert encoded[:-4] not in err and REDACTED in err

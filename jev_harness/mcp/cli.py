@@ -165,15 +165,15 @@ class Server:
     def serve(self, mcp_out: int) -> None:
         """Answer MCP frames until stdin ends."""
         import anyio
-        from mcp.server.stdio import stdio_server
 
         from jev_harness.mcp.gate import screened
+        from jev_harness.mcp.stdio import bounded_stdio
 
         async def main() -> None:
             out = anyio.wrap_file(io.TextIOWrapper(os.fdopen(mcp_out, "wb"), encoding="utf-8"))
             server = self.front.server()
             async with (
-                stdio_server(stdout=out) as (read, write),
+                bounded_stdio(sys.stdin.buffer, out) as (read, write),
                 screened(read, write, self.say) as requests,
             ):
                 await server.run(requests, write, server.create_initialization_options())

@@ -14,7 +14,9 @@ So each request is screened before the SDK sees it; the gate answers, itself and
   naming the revisions it speaks and that `initialize` opens a session;
 - a request before `initialize` (other than `ping`): -32600, saying `initialize` comes first;
 - a request of a known method that does not parse: -32602 naming the method and the first
-  problem (never the value sent).
+  problem (never the value sent);
+- a line over the cap (stdio.py `Overlong`, discarded unread): -32600 Invalid Request, as
+  `jmp --acp` answers one, with the request's id when its first bytes hold it (else null).
 
 Everything else passes unchanged; the SDK's `initialize` already answers a revision it
 supports (the client's when it is one of them, else its latest), as the lifecycle requires.
@@ -33,6 +35,8 @@ import pydantic
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from mcp.shared.message import SessionMessage
 from mcp.shared.version import SUPPORTED_PROTOCOL_VERSIONS
+
+from jev_harness.mcp.stdio import Overlong
 
 
 def _requests() -> dict[str, type[pydantic.BaseModel]]:
@@ -61,6 +65,9 @@ class Gate:
 
     def answer(self, message: SessionMessage | Exception) -> SessionMessage | None:
         """The gate's own reply to `message`, or None to pass it on to the SDK."""
+        if isinstance(message, Overlong):
+            self.say(str(message))
+            return _error(message.request_id, types.INVALID_REQUEST, str(message))
         if isinstance(message, Exception):
             return None  # a line that is not JSON-RPC: the SDK's own handling
         request = message.message.root
@@ -88,9 +95,13 @@ class Gate:
 
 
 def _error(request_id: Any, code: int, message: str) -> SessionMessage:
-    error = types.JSONRPCError(
-        jsonrpc="2.0", id=request_id, error=types.ErrorData(code=code, message=message)
-    )
+    """The error response; `request_id` None is JSON-RPC's null id (a request whose id could
+    not be read), which the SDK's type does not allow, so it is set past validation."""
+    data = types.ErrorData(code=code, message=message)
+    if request_id is None:
+        error = types.JSONRPCError.model_construct(jsonrpc="2.0", id=None, error=data)
+    else:
+        error = types.JSONRPCError(jsonrpc="2.0", id=request_id, error=data)
     return SessionMessage(message=types.JSONRPCMessage(error))
 
 

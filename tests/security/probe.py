@@ -1,6 +1,6 @@
 """What untrusted code run by jmp can see: the model's shell command, or a task script's code.
 
-    python -I probe.py OUT_DIR MARKER
+    python -I probe.py OUT_DIR MARKER [ENV_FILE]
 
 Stdlib only, run by the shell (agent front ends) or from a task script (harness front ends).
 Writes OUT_DIR/probe.json (its pid, environment, /proc status, the chain of its ancestors with
@@ -11,7 +11,11 @@ prints what an attacker would try to get out: `B64 <base64>` of every readable e
 that holds MARKER (the run's own processes: no redactor recognises a key in that form; the
 marker keeps other runs on the machine out) and `CMDLINE <text>` for every process whose command
 line holds MARKER (the test's MCP server: its arguments are readable by design and must come
-out redacted).
+out redacted). Given ENV_FILE (the workspace's `.env`, which holds the run's keys), it prints
+each key's common encodings, `ENC <name> <form> <text>`: base64 with the key at byte 0, 1 and
+2 of a group, standard and URL-safe, padded and not; hex in both cases; percent-encoding of
+every byte and as `urllib.parse.quote`/`quote_plus` do (issue 32 item 6: the redactor must
+know them all).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 STATUS_FIELDS = ("Uid", "Gid", "CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb", "NoNewPrivs")
 STATUS_FIELDS += ("Seccomp",)
@@ -100,7 +105,31 @@ def control() -> bool:
         child.wait()
 
 
-def main(out: Path, marker: str) -> None:
+def encodings(key: str) -> list[tuple[str, str]]:
+    """(form, text) of every common encoding of key, as a script would print it."""
+    raw = key.encode()
+    found = []
+    for offset, before in enumerate((b"", b"\n", b"k=")):  # the key at byte 0, 1, 2 of a group
+        for alphabet, encode in (("std", base64.b64encode), ("url", base64.urlsafe_b64encode)):
+            text = encode(before + raw + b"\n").decode()
+            found += [(f"b64-{offset}-{alphabet}", text)]
+            found += [(f"b64-{offset}-{alphabet}-nopad", text.rstrip("="))]
+    found += [("hex", raw.hex()), ("HEX", raw.hex().upper())]
+    found += [("percent-every-byte", "".join(f"%{b:02X}" for b in raw))]
+    found += [("quote", quote(key)), ("quote-safe-none", quote(key, safe=""))]
+    found += [("quote-plus", quote_plus(key))]
+    return found
+
+
+def print_encodings(env_file: Path) -> None:
+    for line in env_file.read_text().splitlines():
+        name, sep, value = line.partition("=")
+        if sep and value:
+            for form, text in encodings(value):
+                print("ENC", name, form, text)
+
+
+def main(out: Path, marker: str, env_file: Path | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     readable_control = control()
     dump = bytearray()
@@ -132,8 +161,14 @@ def main(out: Path, marker: str) -> None:
     print("B64", base64.b64encode(b"\n".join(keyed)).decode())
     for line in marked:
         print("CMDLINE", line)
+    if env_file is not None:
+        print_encodings(env_file)
     print("PROBED", len(readable))
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]), sys.argv[2] if len(sys.argv) > 2 else "")
+    main(
+        Path(sys.argv[1]),
+        sys.argv[2] if len(sys.argv) > 2 else "",
+        Path(sys.argv[3]) if len(sys.argv) > 3 else None,
+    )

@@ -5,8 +5,9 @@ to jmp. One tool, `probe.<mode>`, with one parameter `how` of two options (so th
 and a request body exists to check), run once; the task completes when it ran.
 
 Inputs:
-- `mode: "look"`: the operation runs `python -I PROBE OUT MARKER` (tests/security/probe.py)
-  and returns its stdout as the outcome text (which passes the harness's redactor).
+- `mode: "look"`: the operation runs `python -I PROBE OUT MARKER [ENV_FILE]`
+  (tests/security/probe.py; ENV_FILE: `env_file`, the workspace's `.env`) and returns its
+  stdout as the outcome text (which passes the harness's redactor).
 - `mode: "hold"`: the operation appends a line to `effect`, writes `<hold>.started` (the
   worker's pid) and blocks reading the FIFO `hold`, so that a test can kill it mid-operation.
 - `mode: "touch"`: the operation appends a line to `effect` and returns (a power cut lands
@@ -55,11 +56,17 @@ class ProbeTask(jev.Task):
     def look(self, task: jev.Task, chosen: Any) -> jev.Outcome:
         self.keep_what_the_process_holds()
         argv = [sys.executable, "-I", self.inputs["probe"], self.inputs["out"]]
-        done = subprocess.run(
-            [*argv, self.inputs["marker"]], capture_output=True, text=True, timeout=120
-        )
+        argv += [
+            self.inputs["marker"],
+            *([self.inputs["env_file"]] if "env_file" in self.inputs else []),
+        ]
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         self.ran = True
-        return jev.Outcome("ok", "probed", text=done.stdout + done.stderr)
+        # The outcome text keeps its first 1,200 characters: the encodings printed (probe.py)
+        # go first, and in full into the outcome's data (the result artifact keeps it).
+        printed = [line for line in done.stdout.splitlines() if line.startswith("ENC ")]
+        text = "\n".join([*printed, done.stdout + done.stderr])
+        return jev.Outcome("ok", "probed", text=text, data={"printed": printed})
 
     def keep_what_the_process_holds(self) -> None:
         try:

@@ -229,6 +229,7 @@ def _harness_task(world: World, scenario: str) -> dict[str, Any]:
     if scenario == "probe":
         world.jev.script([{"probe.look.how": "quick"}])
         inputs = {"mode": "look", "probe": str(PROBE), "out": str(world.out)}
+        inputs |= {"env_file": str(world.env_file)}
         inputs |= {"marker": world.marker, "note": f"an input holding {keys}"}
         context = {"keys": list(world.keys.values()), "note": f"the context holds {keys}"}
         return {"goal": f"look around; my keys are {keys}", "inputs": inputs, "context": context}

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from tests.security.frontends import ACP_FRAMES, ANSWER, needs
+from tests.security.frontends import ACP_FRAMES, ANSWER, SHELL, needs
 from tests.security.scenarios import RUN_TIMEOUT_S, Run
 from tests.security.world import encoded_forms, iter_leaks, session_bytes
 
@@ -61,6 +61,72 @@ def test_no_encoded_key_leaves(probe: Run) -> None:
     for name, key in probe.world.keys.items():
         for form in encoded_forms(key):
             assert form not in everything, f"{name} left encoded"
+
+
+# The untrusted code also prints every key it read from the workspace's `.env` in its common
+# encodings (probe.py `ENC` lines: base64 in three alignments and two alphabets, hex, percent;
+# issue 32 item 6). The redactor knows the raw keys, so it must know those forms too, in every
+# place the raw keys are kept out of. Each row first finds the printout there (or says why it
+# cannot be), so that it proves something.
+
+
+def _encoded(text: str, probe: Run) -> list[str]:
+    return [
+        f"{name} as {form!r}"
+        for name, key in probe.world.keys.items()
+        for form in encoded_forms(key)
+        if form in text
+    ]
+
+
+def _stored(probe: Run, pattern: str) -> str:
+    files = sorted(p for p in probe.world.home.rglob(pattern) if p.is_file())
+    assert files, f"no {pattern} under the sessions dir"
+    return b"".join(p.read_bytes() for p in files).decode("utf-8", "replace")
+
+
+def test_no_encoded_key_in_the_event_log(probe: Run) -> None:
+    log = _stored(probe, "events.jsonl")
+    # (a task's outcome text in the log is its first 1,200 characters: the first key's lines)
+    assert "ENC TYPESAFE_API_KEY" in log, "the printout is not in the log: proves nothing"
+    assert not _encoded(log, probe), f"{_encoded(log, probe)} in events.jsonl"
+
+
+@needs(SHELL)
+def test_no_encoded_key_in_the_recall_index(probe: Run) -> None:
+    """(A jev-harness session keeps no recall index.)"""
+    index = _stored(probe, "memory.sqlite3*")
+    assert "ENC FLASH_API_KEY" in index, "the printout is not indexed: the row proves nothing"
+    assert not _encoded(index, probe), f"{_encoded(index, probe)} in memory.sqlite3"
+
+
+def test_no_encoded_key_in_the_artifacts(probe: Run) -> None:
+    stored = _stored(probe, "artifacts/**/*")
+    assert "ENC FLASH_API_KEY" in stored, "no artifact holds the printout: proves nothing"
+    assert not _encoded(stored, probe), f"{_encoded(stored, probe)} in the artifacts"
+
+
+def test_no_encoded_key_in_what_the_client_received(probe: Run) -> None:
+    output = probe.outcome.output
+    assert not _encoded(output, probe), f"{_encoded(output, probe)} reached the client"
+
+
+@needs(SHELL)
+def test_no_encoded_key_in_a_jev_request(probe: Run) -> None:
+    """Jev routes the step after the shell's (a harness task's one operation is chosen before
+    it runs, and the task then completes: its Jev never reads an outcome)."""
+    bodies = json.dumps([r["body"] for r in probe.world.jev.requests], default=str)
+    assert "ENC FLASH_API_KEY" in bodies, "Jev never saw the printout: the row proves nothing"
+    assert not _encoded(bodies, probe), f"{_encoded(bodies, probe)} reached Jev"
+
+
+@needs(SHELL)
+def test_no_encoded_key_in_a_flash_request(probe: Run) -> None:
+    """Flash writes the shell command and reads its output (the harness family asks no
+    Flash)."""
+    bodies = json.dumps([r["body"] for r in probe.world.flash.requests], default=str)
+    assert "ENC FLASH_API_KEY" in bodies, "Flash never saw the printout: the row proves nothing"
+    assert not _encoded(bodies, probe), f"{_encoded(bodies, probe)} reached Flash"
 
 
 @needs(ANSWER)

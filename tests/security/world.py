@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 from jmp_lab.servers import MCP_SERVER as MCP_SCRIPT
 from jmp_lab.servers.flash import FlashServer
@@ -61,19 +62,23 @@ def _word(n: int) -> str:
 
 
 def fresh_keys() -> dict[str, str]:
+    """Each with URL-reserved characters (`+`, `/`, `=`), so that its percent-encodings differ
+    from it."""
     prefixes = {"TYPESAFE_API_KEY": "jevkey", "FLASH_API_KEY": "flashkey"}
     prefixes |= {"DEEPSEEK_API_KEY": "deepkey", "CAMOFOX_ACCESS_KEY": "foxkey"}
-    return {name: f"{prefixes[name]}-{_word(14)}" for name in KEY_NAMES}
+    return {name: f"{prefixes[name]}-{_word(7)}+{_word(7)}/{_word(3)}=" for name in KEY_NAMES}
 
 
 def encoded_forms(key: str) -> list[str]:
-    """Alignment-free pieces of the key's hex and base64 forms (a shell's way out past a
-    redactor that knows the raw key)."""
+    """Alignment-free pieces of the key's base64 (standard and URL-safe), hex (both cases) and
+    percent-encoded forms (a shell's way out past a redactor that knows the raw key)."""
     raw = key.encode()
-    forms = [raw.hex()]
+    forms = [raw.hex(), raw.hex().upper(), "".join(f"%{b:02X}" for b in raw)]
+    forms += [quote(key), quote(key, safe=""), quote_plus(key)]
     for offset in range(3):
-        text = base64.b64encode(b"\0" * offset + raw).decode()
-        forms.append(text[4 if offset else 0 : -4])
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            text = encode(b"\0" * offset + raw).decode()
+            forms.append(text[4 if offset else 0 : -4])
     return forms
 
 
@@ -130,6 +135,9 @@ class World:
         self.mcp_secrets = {"arg": f"mcparg-{_word(12)}", "env": f"mcpenv-{_word(12)}"}
         for d in (self.launch, self.out):
             d.mkdir()
+        # The workspace's own file of keys, which the untrusted code prints encoded.
+        self.env_file = self.launch / ".env"
+        self.env_file.write_text("".join(f"{k}={v}\n" for k, v in self.keys.items()))
         os.chmod(self.out, 0o777)
         self.jev.__enter__()
         self.flash.__enter__()
@@ -180,7 +188,7 @@ class World:
 
     def probe_command(self) -> str:
         """The shell command of the probe (one line: OpenHands refuses several commands)."""
-        return f"{sys.executable} -I {PROBE} {self.out} {self.marker}"
+        return f"{sys.executable} -I {PROBE} {self.out} {self.marker} {self.env_file}"
 
     def secrets(self) -> dict[str, str]:
         """Every value that must never leave: the keys and the MCP config's secrets."""
