@@ -255,10 +255,12 @@ def _printer(as_json: bool) -> Printer:
 
 
 def _fail(printer: Printer, exc: JmpError, session: str | None, status: str) -> int:
+    """The error on stderr and the result line, naming the session when the run reached one
+    (a full disk mid-run: its records were printed, so it exists)."""
     printer.error(exc)
-    printer.result(
-        {"session_id": session, "status": status, "summary": str(exc), "session_dir": None}
-    )
+    sid = session or printer.session_id
+    where = printer.session_dir if sid == printer.session_id else None
+    printer.result({"session_id": sid, "status": status, "summary": str(exc), "session_dir": where})
     return 2  # every reported error exits 2 (WorkerDied.exit_code is the worker's status)
 
 

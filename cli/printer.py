@@ -70,9 +70,17 @@ class Printer:
         self._call: _Call | None = None
         self._ticker: threading.Thread | None = None
         self._seen_session = False  # an event of a session was printed: the run got that far
+        self.session_id: str | None = None  # that session's: an error's result line names it
         self._interrupted: set[str] = set()  # calls left uncertain and not acknowledged
         self.home: str | None = None  # where the run's sessions are kept (cli/run.py says)
         self.home_args: list[str] = []  # `--sessions-dir H` when H is not the default
+
+    @property
+    def session_dir(self) -> str | None:
+        """The directory of the session this run's records came from (None before any)."""
+        if self.session_id is None or self.home is None:
+            return None
+        return str(Path(self.home) / self.session_id)
 
     def locate(self, home: Path) -> None:
         """The sessions home of this run: the closing lines say it, and put `--sessions-dir`
@@ -87,6 +95,8 @@ class Printer:
         """One persisted or transient event: a JSON line, or a line of the live view."""
         with self._lock:
             self._seen_session = self._seen_session or event.seq is not None
+            if self.session_id is None and event.seq is not None:
+                self.session_id = event.session_id
             if self.json:
                 from protocol.codec import encode_event
 

@@ -21,6 +21,7 @@ import msgspec
 from kernel.errors import ArtifactRefused
 from kernel.store.durable import fsync_dir, write_at, write_renamed
 from kernel.store.guard import open_nofollow, read_nofollow, storage_error
+from kernel.store.modes import make_dir
 from kernel.store.redact import Redactor
 from protocol.text import clean, cleaned
 
@@ -55,7 +56,7 @@ class Artifacts:
     def _dir(self) -> int:
         if self._dir_fd is None:
             try:
-                os.mkdir(self.directory, 0o755)
+                make_dir(self.directory)
                 fsync_dir(self.root)  # its name, before any record names a file in it
             except FileExistsError:
                 pass

@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 
 from kernel.errors import SessionRefused, StorageError
+from kernel.store.modes import FILE_MODE
 
 NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 # Entries that must be regular files when present (prefix match for the numbered ones).
@@ -107,8 +108,9 @@ def _what(path: str) -> str:
     return "a special file"
 
 
-def open_nofollow(path: Path, flags: int, mode: int = 0o644) -> int:
-    """os.open that never follows a link in the last component; a link is SessionRefused."""
+def open_nofollow(path: Path, flags: int, mode: int = FILE_MODE) -> int:
+    """os.open that never follows a link in the last component; a link is SessionRefused.
+    A file it creates is the owner's alone (kernel/store/modes.py)."""
     try:
         return os.open(path, flags | NOFOLLOW, mode)
     except OSError as exc:

@@ -11,6 +11,7 @@ from types import TracebackType
 
 from kernel.errors import SessionLocked
 from kernel.store.guard import open_nofollow, storage_error
+from kernel.store.modes import FILE_MODE
 
 # The storage refuses writes: the lock cannot be created or written (a read-only replay).
 READ_ONLY_ERRNOS = (errno.EROFS, errno.EACCES, errno.EPERM)
@@ -38,8 +39,10 @@ class SessionLock:
         if self._fd is not None:
             return self
         # O_CLOEXEC: worker subprocesses must not inherit (and so outlive us holding) the lock.
+        # O_RDWR and 0600: flock needs only a descriptor, and one that can read is enough, so
+        # no other user may open the file at all (kernel/store/modes.py).
         try:
-            fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = open_nofollow(self.path, os.O_RDWR | os.O_CREAT, FILE_MODE)
         except OSError as exc:
             if not (allow_read_only and exc.errno in READ_ONLY_ERRNOS):
                 raise storage_error("create the session lock", self.path, exc) from None

@@ -166,7 +166,7 @@ class IndexWriter:
     def _replace(self, entries: list[Entry]) -> None:
         header = _pack(_HEADER, MAGIC, FORMAT, self.stride, self.session_id.encode())
         body = b"".join(_pack_entry(e) for e in entries)
-        write_atomic(self.directory, NAME, header + body, mode=0o644)
+        write_atomic(self.directory, NAME, header + body)
 
     def _append(self, entries: list[Entry], kept: int) -> None:
         fd = os.open(self.directory / NAME, os.O_WRONLY | NOFOLLOW)

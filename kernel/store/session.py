@@ -34,7 +34,9 @@ from kernel.store.event_log import EventLog
 from kernel.store.guard import check_session_dir, storage_error
 from kernel.store.lock import SessionLock
 from kernel.store.log_events import LogEvents
+from kernel.store.modes import make_dir, tighten
 from kernel.store.redact import Redactor
+from kernel.store.staging import STAGING, discard_staging, sweep_staging
 from kernel.store.workspace import check_workspace
 from protocol.codec import encode_event, make_event
 from protocol.events import KIND_OF, Data, ErrorData, Event, SessionData, ToolFinishedData
@@ -99,13 +101,16 @@ class Session:
         _make_home(home)
         session_id = uuid.uuid4().hex
         # Built under a hidden name and renamed: a crash never leaves a half session in the list.
-        staging = home / f".new-{session_id}"
+        staging = home / f"{STAGING}{session_id}"
         lock = SessionLock(staging / "lock")
         log = EventLog(staging / LOG)
         final = home / session_id
+        sweep_staging(home)  # what an earlier create that died or failed left behind
         try:
-            _make_dirs(staging)
-            lock.acquire()
+            _make_dir(staging)
+            lock.acquire()  # at once: a staging dir whose lock is held is never swept
+            for sub in ("artifacts", "terminal"):
+                _make_dir(staging / sub)
             first = make_event(
                 session_id,
                 1,
@@ -118,13 +123,13 @@ class Session:
                 staging.rename(final)
                 fsync_dir(home)
             except OSError as exc:
+                with contextlib.suppress(OSError):  # renamed, not durable: out of the list
+                    final.rename(staging)
                 raise storage_error("create the session directory", final, exc) from None
         except BaseException:
             log.close()
             lock.release()
-            import shutil  # on the way out: its import (bz2, lzma) slows a warm start
-
-            shutil.rmtree(staging, ignore_errors=True)
+            discard_staging(staging)
             raise
         # flock and the log's descriptor follow their inodes through the rename
         lock.path, log.path = final / "lock", final / LOG
@@ -152,6 +157,8 @@ class Session:
 
         Open reads the log's ends only (events.index, kernel/store/event_log.py): its time does
         not grow with history. `verify` checks every line first (what `jmp --verify` does).
+        A session written with wider modes is made the owner's alone first, said once on
+        stderr (kernel/store/modes.py).
         """
         home = Path(home).absolute()
         if not cls.exists(home, session_id):
@@ -163,6 +170,8 @@ class Session:
         lock = SessionLock(directory / "lock").acquire(allow_read_only=True)
         log = EventLog(directory / LOG)
         try:
+            if not lock.read_only:
+                _tighten(directory)
             events = log.load(session_id, writable=not lock.read_only, verify=verify)
             assert isinstance(events, LogEvents)
         except BaseException:
@@ -297,9 +306,31 @@ def _literal_fields(kind: type[Data]) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _tighten(directory: Path) -> None:
+    """A session written with wider modes made the owner's alone, said once on stderr (the
+    next open finds nothing to change); a refusal is said too, and the open goes on."""
+    try:
+        changed = tighten(directory)
+    except OSError as exc:
+        print(
+            f"jmp: note: {storage_error('tighten the modes of', directory, exc)}", file=sys.stderr
+        )
+        return
+    if changed:
+        shown = ", ".join(changed[:6]) + (
+            f" and {len(changed) - 6} more" if len(changed) > 6 else ""
+        )
+        print(
+            f"jmp: note: session {directory.name} was open to other users; tightened to the "
+            f"owner alone (0700 directories, 0600 files): {shown}",
+            file=sys.stderr,
+        )
+
+
 def _make_home(home: Path) -> None:
-    """The sessions directory and any missing parent, each new entry fsynced into its parent
-    (a power cut must not take back the directory of a session that was shown)."""
+    """The sessions directory and any missing parent, each made 0700 (kernel/store/modes.py)
+    and fsynced into its parent (a power cut must not take back the directory of a session
+    that was shown). An existing one is left as it is: the person chose it."""
     if home.is_dir():
         return
     missing = []
@@ -308,16 +339,21 @@ def _make_home(home: Path) -> None:
             break
         missing.append(path)
     try:
-        home.mkdir(parents=True, exist_ok=True)  # a file in the way: the error names it
         for path in reversed(missing):
+            try:
+                make_dir(path)
+            except FileExistsError:  # made meanwhile (another jmp), or a file in the way
+                if not path.is_dir():
+                    raise
             fsync_dir(path.parent)
+        if not missing and not home.is_dir():
+            make_dir(home)  # a file (or a dangling link) in the way: the error names it
     except OSError as exc:
         raise storage_error("create the sessions directory", home, exc) from None
 
 
-def _make_dirs(staging: Path) -> None:
+def _make_dir(path: Path) -> None:
     try:
-        for sub in ("artifacts", "terminal"):
-            (staging / sub).mkdir(parents=True)
+        make_dir(path)
     except OSError as exc:
-        raise storage_error("create the session directory", staging, exc) from None
+        raise storage_error("create the session directory", path, exc) from None

@@ -115,7 +115,7 @@ def _read_regular(path: Path) -> bytes | None:
 
 
 def _write_durable(path: Path, data: bytes) -> None:
-    fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         write_all(fd, data)
         os.fsync(fd)

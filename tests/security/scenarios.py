@@ -9,7 +9,8 @@ that raised is remembered too: each of its rows fails with the same error, none 
   with secrets; the agent first `read`s each special file of the workspace (a FIFO, a device,
   a link out of it: `special_files`); the untrusted code (the model's shell, or the task
   script) runs tests/security/probe.py, then the run completes.
-- `crash`: unconfined (so that the warm path is the pool's fork, never a fallback); the
+- `crash`: unconfined (so that the warm path is the pool's fork, never a fallback), under
+  umask 0 (the widest: what jmp writes must be the owner's alone anyway); the
   untrusted code appends to `effect.txt` and blocks; the test kill -9s the worker that runs it
   (the tool worker, or the harness worker) and lets the run end.
 - `kernel_kill`: as `crash`, but the test kill -9s the process that runs the kernel (the
@@ -242,7 +243,8 @@ def _agent_task(world: World, scenario: str) -> dict[str, Any]:
         world.flash.queue([*reads, probe, {"text": answer}])
         return {"prompt": f"look around; my keys are {keys}"}
     world.jev.script([{"route": "bash"}])
-    command = f"echo ran >> {world.effect}; {SLEEP}"
+    # long enough to be sourced from a file the tool worker writes under terminal/commands/
+    command = f"echo ran >> {world.effect}; {SLEEP} # {'long ' * 900}"
     world.flash.queue([{"tool_call": {"arguments": {"command": command}}}])
     return {"prompt": "run the slow job"}
 
@@ -295,7 +297,7 @@ def probe(cell: Cell) -> Run:
 
 def _crash(cell: Cell) -> Run:
     cell.spawn.prepare()
-    world = World(cell.spawn, confined=False, hostile=False)
+    world = World(cell.spawn, confined=False, hostile=False, umask=0)
     try:
         running = cell.fe.start(world, _task(world, cell, "crash"))
         deadline = time.monotonic() + RUN_TIMEOUT_S

@@ -118,6 +118,7 @@ class World:
     path: Any  # a SpawnPath (tests/security/paths.py)
     confined: bool
     hostile: bool = True  # plant modules in the launch dir
+    umask: int | None = None  # the front end's umask (None: the suite's own)
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="jsm", dir="/tmp")))
     keys: dict[str, str] = field(default_factory=fresh_keys)
     jev: JevServer = field(default_factory=JevServer)
@@ -181,6 +182,8 @@ class World:
         return env | self.path.env()
 
     def wrap(self, argv: list[str]) -> list[str]:
+        if self.umask is not None:  # sh execs the front end: the pid stays the front end's
+            argv = ["/bin/sh", "-c", f'umask {self.umask:03o}; exec "$@"', "sh", *argv]
         return confine(argv) if self.confined else argv
 
     def probe_command(self) -> str:

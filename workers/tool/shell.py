@@ -185,9 +185,12 @@ class BashRunner:
         if self.terminal_dir is None:
             return command
         folder = self.terminal_dir / "commands"
-        folder.mkdir(parents=True, exist_ok=True)
+        # inside the session directory: the owner's alone, whatever the umask (issue 32)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         path = folder / f"{uuid.uuid4().hex[:16]}.sh"
-        path.write_text(command + "\n", encoding="utf-8", errors="surrogateescape")
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+        with open(fd, "w", encoding="utf-8", errors="surrogateescape") as f:
+            f.write(command + "\n")
         return f". {shlex.quote(str(path))}"
 
     def _tap(self, shell: Any) -> Tap:

@@ -25,6 +25,8 @@ from kernel.context.recall.pages import INDEXED, ReadArtifact, record_pages
 from kernel.context.recall.search import Page, RecallSearch, query_terms
 from kernel.context.state import events_after
 from kernel.store.event_log import record_digest
+from kernel.store.guard import NOFOLLOW
+from kernel.store.modes import FILE_MODE
 from protocol.events import Event
 
 SCHEMA_VERSION = "1"
@@ -86,6 +88,9 @@ class RecallIndex(RecallSearch):
             # (issue 9, item 8). Refused here; _ensure then deletes the link, never its target.
             if os.path.islink(f"{self.path}{suffix}"):
                 raise OSError(f"{self.path}{suffix} is a symbolic link")
+        # Created here 0600 first: SQLite would make it 0644 (less the umask), and it gives
+        # its -wal, -shm and -journal files the database file's mode (kernel/store/modes.py).
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | NOFOLLOW, FILE_MODE))
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         try:
             db.execute("PRAGMA journal_mode=WAL")
