@@ -30,6 +30,7 @@ from kernel.store.catalog import list_sessions
 from tests.support.cli import FLASH_KEY, JEV_KEY, ROOT
 
 DOCS = ("README.md", "docs/JMP.md", "docs/JEV-HARNESS.md", "docs/EDITORS.md", "docs/RESILIENCE.md")
+DOCS += ("docs/ARCHITECTURE.md",)
 PROGRAMS = ("make", "jmp", "python", "jev-harness", "jmp-demo", "jmp-chaos", "uv", "export")
 PROGRAMS += ("mkdir", "jev-harness-mcp")
 CHAOS = "tests/jmp_lab/test_chaos.py"
