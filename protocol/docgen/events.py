@@ -53,8 +53,9 @@ Rules that hold for every log:
   the log and removed, under the session lock, and an `error` record with stage `recall`
   (reading the session back) and error_class `TornRecord` says so. The archive is named only
   once that record is durable (until then it is `events.jsonl.torn-<time>.pending`, which
-  the next open finishes after a power cut): every archive has exactly one such record. A malformed complete or
-  interior line, a seq gap or another version stops the open (exit 2) and nothing is written.
+  the next open finishes after a power cut): every archive has exactly one such record.
+  A malformed complete or interior line, a seq gap or another version stops the open (exit 2)
+  and nothing is written.
 - Transient kinds (%(transient)s) are printed with `seq: null` and never reach the log.
 
 ## CLI messages (stdout only, never in the log)
