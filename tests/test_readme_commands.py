@@ -59,6 +59,7 @@ WHERE = {
         "synopsis"
     ),
     "jev-harness inspect SESSION_ID [--json]": "synopsis",
+    "jev-harness examples [--copy DIR]": "synopsis",
     "jev-harness-mcp SCRIPT --goal TEXT --inputs JSON [--direct-only] [--archive FILE]": (
         "synopsis"
     ),

@@ -137,3 +137,22 @@ def missing_dependency(
             f"`pipx install jmp-agent`, then run `{command}`"
         )
     return f"{this} lacks jmp's dependency {name!r}: {how}"
+
+
+def examples_dir(project: Path = PROJECT) -> Path | None:
+    """Where this installation's example task scripts are: a checkout's examples/, else the
+    wheel's data files (share/jmp/examples under the environment, or the user scheme's for
+    `pip install --user`); None when neither is there."""
+    import sysconfig
+
+    if is_checkout(project):
+        return project / "examples"
+    schemes = [sysconfig.get_path("data")]
+    user = f"{os.name}_user"
+    if user in sysconfig.get_scheme_names():
+        schemes.append(sysconfig.get_path("data", user))
+    for base in schemes:
+        found = Path(base) / "share" / "jmp" / "examples"
+        if (found / "workspace_task.py").is_file():
+            return found
+    return None
