@@ -23,6 +23,7 @@ from pathlib import Path
 from jmp_lab import loopback
 from jmp_lab.servers.flash import FlashServer
 from jmp_lab.servers.jev import JevServer
+from kernel.config.install import program
 
 ROOT = Path(__file__).resolve().parents[1]  # the directory that holds main.py
 KEY = "demo-not-a-real-key"
@@ -102,7 +103,9 @@ def script_first_task(jev: JevServer, flash: FlashServer) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="jmp-demo", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog=program("jmp-demo", "jmp_lab.demo"), description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--dir", metavar="DIR", help="where the demo's files go (kept)")
     parser.add_argument(
         "--serve",

@@ -156,3 +156,11 @@ def examples_dir(project: Path = PROJECT) -> Path | None:
         if (found / "workspace_task.py").is_file():
             return found
     return None
+
+
+def program(script: str, module: str) -> str:
+    """The program a `--help` usage line names: the console script `script` when that is what
+    ran (`jmp-chaos`, `jev-harness-mcp`, `jmp-demo`), else `python -m module`."""
+    import sys
+
+    return script if os.path.basename(sys.argv[0]) == script else f"python -m {module}"
