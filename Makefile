@@ -43,7 +43,7 @@ test:
 WHEELHOUSE ?= .wheelhouse
 wheelhouse:
 	$(PY) -m pip wheel -q -w $(WHEELHOUSE) -c constraints.txt . uv pipx
-	$(PY) -m pip download -q -d $(WHEELHOUSE) --only-binary=:all: 'setuptools>=69' wheel
+	$(PY) -m pip download -q -d $(WHEELHOUSE) --only-binary=:all: 'setuptools>=77' wheel
 
 test-install:
 	@[ -d $(WHEELHOUSE) ] || $(MAKE) wheelhouse

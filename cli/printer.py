@@ -71,6 +71,7 @@ class Printer:
         self._ticker: threading.Thread | None = None
         self._seen_session = False  # an event of a session was printed: the run got that far
         self._interrupted: set[str] = set()  # calls left uncertain and not acknowledged
+        self._unfinished: str | None = None  # a call begun and not finished (or exit_code -1)
         self.home: str | None = None  # where the run's sessions are kept (cli/run.py says)
         self.home_args: list[str] = []  # `--sessions-dir H` when H is not the default
 
@@ -109,6 +110,10 @@ class Printer:
             self._start_ticker()
         elif event.kind in _ENDS_A_CALL:
             self._call = None
+        if event.kind == "tool_started":
+            self._unfinished = data.call_id
+        elif event.kind == "tool_finished":
+            self._unfinished = data.call_id if data.exit_code == -1 else None
         if event.kind == "tool_uncertain":
             if data.acknowledged:
                 self._interrupted.discard(data.call_id)
@@ -161,7 +166,8 @@ class Printer:
                 # its one line on stderr, which names the next step.
                 if not self._final_shown and data.get("summary") and data["status"] != "error":
                     self._write(f"\n{data['summary']}\n\n")  # e.g. a replayed answer
-                lines = closing(data, self.home, self.home_args, bool(self._interrupted))
+                uncertain = bool(self._interrupted) or self._unfinished is not None
+                lines = closing(data, self.home, self.home_args, uncertain)
                 self._write("\n".join(lines) + "\n")
 
     def note(self, text: str) -> None:
