@@ -66,6 +66,7 @@ class Printer:
         self._live = bool(getattr(self.out, "isatty", lambda: False)())
         self._final_shown = False  # the answer was printed as it happened
         self._waits: dict[str, threading.Timer] = {}
+        self._wait_started: dict[str, float] = {}
         self._wait_shown: str | None = None
         self._call: _Call | None = None
         self._ticker: threading.Thread | None = None
@@ -139,7 +140,10 @@ class Printer:
             while True:
                 time.sleep(REFRESH_S / 4)
                 with self._lock:
-                    self._show_call()
+                    if self._call is None:
+                        self._draw_wait()
+                    else:
+                        self._show_call()
 
         self._ticker = threading.Thread(target=tick, name="view-ticker", daemon=True)
         self._ticker.start()
@@ -197,6 +201,7 @@ class Printer:
             if timer is not None:
                 timer.cancel()
             if started:
+                self._wait_started[kind] = time.monotonic()
                 timer = threading.Timer(WAIT_SHOWN_AFTER_S, self._show_wait, args=(kind,))
                 timer.daemon = True
                 self._waits[kind] = timer
@@ -208,8 +213,18 @@ class Printer:
         with self._lock:
             if kind not in self._waits:
                 return  # it ended while the timer fired
-            self._draw([f"  starting {WAITING_FOR.get(kind, kind)}…"])
             self._wait_shown = kind
+            self._draw_wait()
+            self._start_ticker()  # the time so far, refreshed
+
+    def _draw_wait(self) -> None:
+        """`starting tools… 3 s` (under the lock): what keeps the run waiting, and how long."""
+        kind = self._wait_shown
+        if kind is None or kind not in self._waits:
+            return
+        seconds = time.monotonic() - self._wait_started.get(kind, time.monotonic())
+        self._draw([f"  starting {WAITING_FOR.get(kind, kind)}… {seconds:.0f} s"])
+        self._wait_shown = kind  # _draw's clearing forgets it
 
     def _show_progress(self, event: Event) -> None:
         if not self._live:
