@@ -321,6 +321,33 @@ def test_jmp_stop_pool_stops_this_installations_pool(tmp_path: Path) -> None:
         pool.kill()
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_first_run_says_it_starts_cold_and_its_pool_stops_with_jmp_stop_pool(
+    jmp: Any, tmp_path: Path
+) -> None:
+    """Issue 37: the first run's note says what happens, in order (before: 'not running;
+    started it for the next run, workers start cold'), and `jmp --stop-pool` stops the pool
+    that run launched."""
+    directory = tmp_path / "warm"
+    env = jmp.env(JMP_WARM="1", JMP_WARM_DIR=str(directory))
+    jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
+    run = jmp.exec(jmp.argv("--no-mcp", "hello"), env=env, timeout=300)
+    assert run.code == 0, run.stderr[-3000:]
+    note = "jmp: warm pool: not running: workers start cold this time; one is starting for the "
+    assert run.stderr.count(note + "next run\n") == 1, run.stderr
+    for _ in range(1500):  # the pool answers once its imports are done (bounded by asks)
+        if (state := ask_status(directory)) is not None:
+            break
+        time.sleep(0.2)
+    assert state is not None
+    stop = subprocess.run(
+        jmp.argv("--stop-pool", json_flag=False), env=env, capture_output=True, text=True
+    )
+    assert stop.returncode == 0 and stop.stdout.startswith("stopped the warm pool in ")
+    assert psutil.wait_procs([psutil.Process(state.pid)], timeout=60)[1] == []
+
+
 def test_a_forked_worker_has_the_kernels_resource_limits_not_the_pools(short_tmp: Path) -> None:
     """Found by the chaos runner: a pool launched by a kernel under RLIMIT_FSIZE kept that
     limit and gave it to every worker it forked for later kernels (their writes: EFBIG)."""
