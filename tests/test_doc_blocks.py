@@ -113,3 +113,15 @@ def test_the_python_blocks_run_as_written_in_an_application_with_its_own_main(
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert done.stdout.splitlines()[-1] == "completed Nothing failed.", done.stdout[-2000:]
     assert (short_tmp / "sessions").is_dir() and str(ROOT) not in done.stderr
+
+
+def test_the_install_line_names_the_python_and_the_package_its_license() -> None:
+    """Issue 37: the tool install line says which Python; the package says its license."""
+    import tomllib
+
+    for doc in ("README.md", "docs/JMP.md"):
+        line = next(ln for ln in (ROOT / doc).read_text().splitlines() if "uv tool install" in ln)
+        assert "Python >= 3.12" in line, (doc, line)
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
