@@ -10,7 +10,7 @@ export LITELLM_LOCAL_MODEL_COST_MAP := True
 export OPENHANDS_SUPPRESS_BANNER := 1
 # Our own code, byte-compiled at install: an editable install is not, and with
 # PYTHONDONTWRITEBYTECODE set every jmp launch would compile ~50 modules (about 0.15 s).
-CODE := cli kernel protocol host workers acp_server jev_harness apixly_jev_harness jmp_lab bench tests
+CODE := cli kernel protocol host workers acp_server jev_harness apixly_jev_harness jmp_lab jmp_agent bench tests
 
 .PHONY: install install-browser test test-install wheelhouse bench chaos lint fmt type check demo docs clean
 
@@ -52,7 +52,7 @@ test:
 WHEELHOUSE ?= .wheelhouse
 wheelhouse:
 	$(PY) -m pip wheel -q -w $(WHEELHOUSE) -c constraints.txt . uv pipx
-	$(PY) -m pip download -q -d $(WHEELHOUSE) --only-binary=:all: 'setuptools>=69' wheel
+	$(PY) -m pip download -q -d $(WHEELHOUSE) --only-binary=:all: 'setuptools>=77' wheel
 
 test-install:
 	@[ -d $(WHEELHOUSE) ] || $(MAKE) wheelhouse

@@ -3,6 +3,6 @@
 from __future__ import annotations
 
 if __name__ == "__main__":
-    from jev_harness.mcp.cli import entry
+    from jev_harness.mcp import entry
 
     entry()

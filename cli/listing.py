@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -21,24 +22,34 @@ def sessions_line(infos: list[SessionInfo]) -> str:
 
 
 def table(infos: list[SessionInfo]) -> str:
-    """A readable table, most recent first."""
+    """A readable table, most recent first: id, workspace (~ for your home), status, records,
+    last activity and title, as docs/JMP.md lists them."""
     if not infos:
         return "no sessions yet"
-    rows = [("SESSION", "STATUS", "EVENTS", "LAST ACTIVITY", "TITLE")]
+    rows = [("SESSION", "WORKSPACE", "STATUS", "EVENTS", "LAST ACTIVITY", "TITLE")]
     for info in infos:
         when = (
             time.strftime("%Y-%m-%d %H:%M", time.localtime(info.last_activity))
             if info.last_activity
             else "-"
         )
-        rows.append((info.session_id, info.status, str(info.events), when, info.title))
-    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        row = (info.session_id, _home_short(info.workspace), info.status, str(info.events), when)
+        rows.append((*row, info.title))
+    widths = [max(len(row[i]) for row in rows) for i in range(5)]
     return "\n".join(
-        "  ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True))
+        "  ".join(cell.ljust(width) for cell, width in zip(row[:5], widths, strict=True))
         + "  "
-        + row[4]
+        + row[5]
         for row in rows
     )
+
+
+def _home_short(path: str) -> str:
+    """`~/src/project` for a path under $HOME: the column stays readable."""
+    home = os.environ.get("HOME", "")
+    if home not in ("", "/") and (path == home or path.startswith(home.rstrip("/") + "/")):
+        return "~" + path[len(home.rstrip("/")) :]
+    return path or "-"
 
 
 def print_sessions(

@@ -79,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--acp", action="store_true", help="serve the Agent Client Protocol on stdin/stdout"
     )
+    p.add_argument(
+        "--stop-pool", action="store_true", help="stop this installation's warm worker pool"
+    )
     p.add_argument("--version", action=Version)
     return p
 
@@ -98,11 +101,20 @@ def _validate(args: argparse.Namespace) -> None:
     if args.acp:
         extra = [
             f
-            for f in (*_RUN_FLAGS, "list", "json", "verify")
+            for f in (*_RUN_FLAGS, "list", "json", "verify", "stop_pool")
             if getattr(args, f) not in (None, False)
         ]
         if extra:
             raise UsageError(f"--acp takes no prompt, session or run options (got {_named(extra)})")
+        return
+    if args.stop_pool:
+        extra = [
+            f
+            for f in (*_RUN_FLAGS, "list", "json", "verify", "acp", "sessions_dir")
+            if getattr(args, f) not in (None, False)
+        ]
+        if extra:
+            raise UsageError(f"--stop-pool takes no other option (got {_named(extra)})")
         return
     if args.list:
         extra = [f for f in (*_RUN_FLAGS, "verify") if getattr(args, f) not in (None, False)]
@@ -192,6 +204,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.list:
             home = sessions_home(args.sessions_dir)
             print_sessions(list_sessions(home), args.json, home)
+            return 0
+        if args.stop_pool:
+            from kernel.supervision import pool_client
+
+            where = pool_client.home()
+            stopped = pool_client.stop()
+            print(f"stopped the warm pool in {where}" if stopped else f"no warm pool in {where}")
             return 0
         from host.inspection import forbid_inspection  # not for --list: no protocol import
 

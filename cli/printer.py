@@ -66,12 +66,14 @@ class Printer:
         self._live = bool(getattr(self.out, "isatty", lambda: False)())
         self._final_shown = False  # the answer was printed as it happened
         self._waits: dict[str, threading.Timer] = {}
+        self._wait_started: dict[str, float] = {}
         self._wait_shown: str | None = None
         self._call: _Call | None = None
         self._ticker: threading.Thread | None = None
         self._seen_session = False  # an event of a session was printed: the run got that far
         self.session_id: str | None = None  # that session's: an error's result line names it
         self._interrupted: set[str] = set()  # calls left uncertain and not acknowledged
+        self._unfinished: str | None = None  # a call begun and not finished (or exit_code -1)
         self.home: str | None = None  # where the run's sessions are kept (cli/run.py says)
         self.home_args: list[str] = []  # `--sessions-dir H` when H is not the default
 
@@ -119,6 +121,10 @@ class Printer:
             self._start_ticker()
         elif event.kind in _ENDS_A_CALL:
             self._call = None
+        if event.kind == "tool_started":
+            self._unfinished = data.call_id
+        elif event.kind == "tool_finished":
+            self._unfinished = data.call_id if data.exit_code == -1 else None
         if event.kind == "tool_uncertain":
             if data.acknowledged:
                 self._interrupted.discard(data.call_id)
@@ -144,7 +150,10 @@ class Printer:
             while True:
                 time.sleep(REFRESH_S / 4)
                 with self._lock:
-                    self._show_call()
+                    if self._call is None:
+                        self._draw_wait()
+                    else:
+                        self._show_call()
 
         self._ticker = threading.Thread(target=tick, name="view-ticker", daemon=True)
         self._ticker.start()
@@ -171,7 +180,8 @@ class Printer:
                 # its one line on stderr, which names the next step.
                 if not self._final_shown and data.get("summary") and data["status"] != "error":
                     self._write(f"\n{data['summary']}\n\n")  # e.g. a replayed answer
-                lines = closing(data, self.home, self.home_args, bool(self._interrupted))
+                uncertain = bool(self._interrupted) or self._unfinished is not None
+                lines = closing(data, self.home, self.home_args, uncertain)
                 self._write("\n".join(lines) + "\n")
 
     def note(self, text: str) -> None:
@@ -201,6 +211,7 @@ class Printer:
             if timer is not None:
                 timer.cancel()
             if started:
+                self._wait_started[kind] = time.monotonic()
                 timer = threading.Timer(WAIT_SHOWN_AFTER_S, self._show_wait, args=(kind,))
                 timer.daemon = True
                 self._waits[kind] = timer
@@ -212,8 +223,18 @@ class Printer:
         with self._lock:
             if kind not in self._waits:
                 return  # it ended while the timer fired
-            self._draw([f"  starting {WAITING_FOR.get(kind, kind)}…"])
             self._wait_shown = kind
+            self._draw_wait()
+            self._start_ticker()  # the time so far, refreshed
+
+    def _draw_wait(self) -> None:
+        """`starting tools… 3 s` (under the lock): what keeps the run waiting, and how long."""
+        kind = self._wait_shown
+        if kind is None or kind not in self._waits:
+            return
+        seconds = time.monotonic() - self._wait_started.get(kind, time.monotonic())
+        self._draw([f"  starting {WAITING_FOR.get(kind, kind)}… {seconds:.0f} s"])
+        self._wait_shown = kind  # _draw's clearing forgets it
 
     def _show_progress(self, event: Event) -> None:
         if not self._live:

@@ -80,12 +80,15 @@ def closing(
     data: dict[str, Any], home: str | None, home_args: list[str], interrupted: bool
 ) -> list[str]:
     """The run's last lines: its status and where its session is kept, then the next command
-    (copyable: `--sessions-dir` is in it when the sessions are not in the default place)."""
+    that will work (copyable: `--sessions-dir` is in it when the sessions are not in the
+    default place; `--ack-interrupted` after a call whose outcome is unknown, cancelled too)."""
     sid, status = data["session_id"], data.get("status")
     kept = f" · kept in {home}" if home else ""
     jmp = shlex.join(["jmp", *home_args, "--session", sid])
     summary = str(data.get("summary") or "")
-    if status == "blocked" and (interrupted or "--ack-interrupted" in summary):
+    if (status == "blocked" and (interrupted or "--ack-interrupted" in summary)) or (
+        status == "cancelled" and interrupted  # a stopped command: the next open is blocked
+    ):
         step = f"check what the interrupted call did, then: {jmp} --ack-interrupted"
     else:
         step = {

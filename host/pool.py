@@ -59,6 +59,17 @@ def view_dir(directory: Path, key: str) -> Path:
 
 DEFAULT_IDLE_S = 10_800.0  # 3 hours, as Gradle's daemon and Bazel's server
 TITLE = "jmp-warm-pool"
+INSTALL_CHECK_S = 10.0  # how often an idle pool looks whether its installation still exists
+
+
+def installation_gone(root: Path = ROOT, python: str = sys.executable) -> str:
+    """Why this pool's installation is gone (`uv tool uninstall`, `pipx uninstall`, a deleted
+    checkout or venv: its code root or its interpreter no longer exists), else "". A pool
+    whose installation is gone exits instead of holding its memory for hours (issue 37)."""
+    for path in (root / "host" / "pool.py", Path(python)):
+        if not os.path.exists(path):
+            return f"{path} no longer exists"
+    return ""
 
 
 def pool_dir(env: dict[str, str] | os._Environ[str], uid: int, root: Path = ROOT) -> Path:

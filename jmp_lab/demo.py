@@ -20,8 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from jmp_lab import loopback
 from jmp_lab.servers.flash import FlashServer
 from jmp_lab.servers.jev import JevServer
+from kernel.config.install import program
 
 ROOT = Path(__file__).resolve().parents[1]  # the directory that holds main.py
 KEY = "demo-not-a-real-key"
@@ -101,9 +103,23 @@ def script_first_task(jev: JevServer, flash: FlashServer) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="jmp-demo", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog=program("jmp-demo", "jmp_lab.demo"), description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--dir", metavar="DIR", help="where the demo's files go (kept)")
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="instead: run the loopback models for a task of your own until Ctrl+C (no keys)",
+    )
+    parser.add_argument(
+        "--answers", metavar="FILE", type=Path, help="--serve: scripted answers (made if missing)"
+    )
+    parser.add_argument("--jev-port", type=int, default=loopback.JEV_PORT, help="--serve")
+    parser.add_argument("--flash-port", type=int, default=loopback.FLASH_PORT, help="--serve")
     args = parser.parse_args(argv)
+    if args.serve:
+        return loopback.serve(args.answers, args.jev_port, args.flash_port)
     base = Path(args.dir or tempfile.mkdtemp(prefix="jmp-demo-")).resolve()
     with JevServer() as jev, FlashServer() as flash:
         demo = Demo(base, jev, flash)

@@ -126,12 +126,15 @@ def test_list_json_and_table_on_a_populated_dir(home, session_id, short_tmp):
     assert row["title"] == "first task" and row["events"] == 3
     assert row["workspace"] == str((short_tmp / "ws").resolve())
     assert isinstance(row["last_activity"], float)
-    table = jmp("--list", "--sessions-dir", str(home))
+    table = jmp("--list", "--sessions-dir", str(home), env={"HOME": str(short_tmp / "elsewhere")})
     assert table.returncode == 0
     header, body, where = table.stdout.splitlines()
-    assert header.split()[:3] == ["SESSION", "STATUS", "EVENTS"]
-    assert body.startswith(session_id) and "completed" in body and body.endswith("first task")
+    assert header.split()[:4] == ["SESSION", "WORKSPACE", "STATUS", "EVENTS"]  # docs/JMP.md
+    assert body.split()[:3] == [session_id, str((short_tmp / "ws").resolve()), "completed"]
+    assert body.endswith("first task")
     assert where == f"sessions are kept in {home}"
+    mine = jmp("--list", "--sessions-dir", str(home), env={"HOME": str(short_tmp.resolve())})
+    assert mine.stdout.splitlines()[1].split()[1] == "~/ws"  # under your home: ~
     none = short_tmp / "none"
     assert jmp("--list", "--sessions-dir", str(none)).stdout == (
         f"no sessions yet\nsessions are kept in {none}\n"

@@ -78,3 +78,34 @@ def test_ctrl_c_during_a_shell_command_then_a_follow_up_run(jmp: Cli) -> None:
     assert len(of(log, "tool_started")) == 1 and effect(jmp) == ["ran"]  # nothing re-ran
     assert of(log, "tool_finished") == [finished]  # the first command's record stands as written
     assert [f["status"] for f in of(log, "final")] == ["cancelled", "blocked", "completed"]
+
+
+def test_ctrl_c_in_the_readable_view_prints_the_command_that_will_work(jmp: Cli) -> None:
+    """Issue 37: after Ctrl+C during a command, the view's last line is the next command that
+    works: `--ack-interrupted` (a bare `--session ID` would only say `blocked`), and it does."""
+    import shlex
+    import subprocess
+    import sys
+
+    from tests.support.cli import ROOT
+
+    jmp.jev.script([{"route": "bash"}])
+    jmp.flash.queue([{"tool_call": {"arguments": {"command": COMMAND}}}])
+    proc = subprocess.Popen(
+        jmp.argv("--workspace", str(jmp.workspace), "run the slow job", json_flag=False),
+        cwd=jmp.workspace, env=jmp.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, stdin=subprocess.DEVNULL, start_new_session=True,
+    )  # fmt: skip
+    wait_until(lambda: live_with(MARK), 120, "the shell command to start")
+    os.killpg(proc.pid, signal.SIGINT)
+    stdout, stderr = proc.communicate(timeout=60)
+    assert proc.returncode == 2, stderr[-3000:]
+    status, step = stdout.splitlines()[-2:]
+    assert status.startswith("[cancelled] session "), stdout[-2000:]
+    assert step.startswith("  check what the interrupted call did, then: jmp "), step
+    words = shlex.split(step.split("then: ", 1)[1])
+    assert words[-1] == "--ack-interrupted", words
+    jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
+    jmp.flash.queue([{"text": "acknowledged"}])
+    typed = jmp.exec([sys.executable, str(ROOT / "main.py"), *words[1:]], json_flag=False)
+    assert typed.code == 0 and "[completed] session" in typed.stdout, typed.stdout[-3000:]

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -103,6 +104,45 @@ def _listed(user: Home, session: str) -> None:
     assert "Said hi." in user("jmp", "--session", session).stdout  # the replay needs no model
 
 
+def _a_newcomers_first_hour(user: Home, site: Path, checkout: Path) -> None:
+    """Issue 37, on the installed tool: the package's license, no build/ left in the checkout,
+    the usage lines name the commands, the examples ship (the seed's check-task line works
+    after `jev-harness examples --copy examples`), and `jmp-demo --serve` serves a task the
+    user types with the export line it prints."""
+    [meta] = site.glob("jmp_agent-*.dist-info")
+    assert "License-Expression: MIT" in (meta / "METADATA").read_text()
+    assert (meta / "licenses" / "LICENSE").is_file()
+    assert not (checkout / "build").exists()
+    assert user("jmp-demo", "--help").stdout.startswith("usage: jmp-demo ")
+    assert user("jmp-chaos", "--help").stdout.startswith("usage: jmp-chaos ")
+    assert "usage: jev-harness-mcp " in user("jev-harness-mcp", "--help").stderr
+    missing = user("jev-harness", "check-task", "examples/research_task.py", check=False)
+    assert missing.returncode == 2 and "jev-harness examples --copy examples" in missing.stderr
+    user("jev-harness", "examples", "--copy", "examples")
+    sound = user("jev-harness", "check-task", "examples/research_task.py")
+    assert "check-task: sound" in sound.stdout
+    serve = [str(user.bin / "jmp-demo"), "--serve", "--jev-port", "0", "--flash-port", "0"]
+    env = user.env | {"PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(
+        serve, env=env, cwd=user.workspace, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL, text=True,
+    ) as server:  # fmt: skip
+        try:
+            assert server.stdout is not None
+            export = next(line for line in server.stdout if line.startswith("export "))
+            typed = subprocess.run(
+                ["bash", "-c", f'{export}\njmp --no-mcp "my very own task"'], env=user.env,
+                cwd=user.workspace, capture_output=True, text=True, timeout=600,
+            )  # fmt: skip
+            assert typed.returncode == 0, typed.stdout[-3000:] + typed.stderr[-3000:]
+            assert "You asked: “my very own task”" in typed.stdout
+            server.send_signal(signal.SIGINT)
+            assert server.wait(timeout=60) == 0
+        finally:
+            if server.poll() is None:
+                server.kill()
+
+
 def test_sessions_outlive_uninstall_and_reinstall_with_uv_and_pipx(tmp_path: Path) -> None:
     checkout = _checkout(tmp_path)
     with JevServer() as jev, FlashServer() as flash:
@@ -113,8 +153,7 @@ def test_sessions_outlive_uninstall_and_reinstall_with_uv_and_pipx(tmp_path: Pat
         site = Path(version.rsplit(", ", 1)[1].rstrip(")\n"))
         assert site.name == "site-packages" and not (site / "tests").exists()
         assert user("jev-harness", "--version").stdout.startswith("jev-harness ")
-        assert "jmp-demo" in user("jmp-demo", "--help").stdout
-        assert "jmp_lab.chaos" in user("jmp-chaos", "--help").stdout
+        _a_newcomers_first_hour(user, site, checkout)
         session = _first_session(user, jev, flash)
         assert (user.sessions / session / "events.jsonl").is_file()
         assert not (site / ".jmp").exists()  # nothing a user made is inside the package
@@ -126,6 +165,7 @@ def test_sessions_outlive_uninstall_and_reinstall_with_uv_and_pipx(tmp_path: Pat
         user("uv", "tool", "uninstall", "jmp-agent")
         user("pipx", "install", str(checkout))
         _listed(user, session)
+        assert not (checkout / "build").exists()
         user("pipx", "uninstall", "jmp-agent")
         assert not (user.bin / "jmp").exists()
         user("pipx", "install", str(checkout))

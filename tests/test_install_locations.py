@@ -130,12 +130,19 @@ def test_a_python_without_the_dependencies_says_how_to_install(tmp_path: Path) -
     if not base or probe.returncode == 0:
         pytest.skip("no interpreter without jmp's dependencies here (the venv's base has them)")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JMP_", "PYTHON"))}
-    for argv in ([str(ROOT / "main.py"), "hello"], ["-m", "jev_harness.cli", "run", "x.py",
-                 "--goal", "g", "--inputs", "{}"]):  # fmt: skip
+    mcp = ["examples/workspace_task.py", "--goal", "g", "--inputs", "{}"]
+    for argv in (
+        [str(ROOT / "main.py"), "hello"],
+        ["-m", "jev_harness.cli", "run", "x.py", "--goal", "g", "--inputs", "{}"],
+        ["-m", "apixly_jev_harness.mcp", *mcp],
+        ["-m", "jev_harness.mcp", *mcp],
+    ):  # the MCP lines: the seed's (issue 37)
         env["TYPESAFE_API_KEY"] = "k-123456789"
         done = subprocess.run(
             [base, "-s", *argv], capture_output=True, text=True, cwd=ROOT, env=env
         )
         assert done.returncode == 2, done.stderr
         assert "lacks jmp's dependency 'msgspec'" in done.stderr and "make install" in done.stderr
-        assert "internal error" not in done.stderr
+        assert "internal error" not in done.stderr and "Traceback" not in done.stderr
+        if "mcp" in argv[1]:
+            assert str(ROOT / ".venv" / "bin" / "jev-harness-mcp") in done.stderr, done.stderr

@@ -8,7 +8,8 @@ program's --help) or the test file that runs it (a campaign or an install takes 
 command missing from WHERE, or an entry no document has any more, fails the test: the docs
 and this list move together. Substituted, and only that: `...` keys (the loopback servers'
 keys are in the environment instead), `<id>` / `<session id>` (the session the earlier command
-made).
+made), and the keyless first task's fixed ports 8787 and 8788 (the suite's servers take free
+ones: other runs share this machine).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -28,14 +30,20 @@ from kernel.store.catalog import list_sessions
 from tests.support.cli import FLASH_KEY, JEV_KEY, ROOT
 
 DOCS = ("README.md", "docs/JMP.md", "docs/JEV-HARNESS.md", "docs/EDITORS.md", "docs/RESILIENCE.md")
+DOCS += ("docs/ARCHITECTURE.md",)
 PROGRAMS = ("make", "jmp", "python", "jev-harness", "jmp-demo", "jmp-chaos", "uv", "export")
 PROGRAMS += ("mkdir", "jev-harness-mcp")
 CHAOS = "tests/jmp_lab/test_chaos.py"
 SEEDS = "tests/test_seed_examples.py"  # the seeds' commands, word for word
+FIRST = "first task"  # the keyless first task: test_the_keyless_first_task_runs_as_written
 WHERE = {
     "uv tool install --compile-bytecode /path/to/jmp": "tests/test_install.py",
     "jmp --version": "run",
-    "jmp-demo": "tests/jmp_lab/test_demo.py",
+    "jmp-demo --serve": FIRST,
+    "export TYPESAFE_BASE_URL=http://127.0.0.1:8787 TYPESAFE_API_KEY=loopback-not-a-real-key"
+    " FLASH_BASE_URL=http://127.0.0.1:8788/v1 FLASH_API_KEY=loopback-not-a-real-key": FIRST,
+    "mkdir -p ~/jmp-try && cd ~/jmp-try": FIRST,
+    'jmp "write hello.py that prints hello"': FIRST,
     "make install": "the environment running this suite",
     "make check": "this suite, after lint and types (CI: test_ci_runs_the_readmes_commands)",
     "export TYPESAFE_API_KEY=...": "run",
@@ -51,6 +59,7 @@ WHERE = {
         "synopsis"
     ),
     "jev-harness inspect SESSION_ID [--json]": "synopsis",
+    "jev-harness examples [--copy DIR]": "synopsis",
     "jev-harness-mcp SCRIPT --goal TEXT --inputs JSON [--direct-only] [--archive FILE]": (
         "synopsis"
     ),
@@ -238,7 +247,53 @@ def test_ci_runs_the_readmes_commands() -> None:
     documented = [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
     ci = (ROOT / ".ci" / "run").read_text().splitlines()
     ran = [line.strip() for line in ci if line.strip().startswith("make ")]
-    assert ran == documented == ["make install", "make check"]
+    assert ran == documented == ["make install", "make install-browser", "make check"]
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^check: lint type test$", makefile, re.M), "make check gates less"
     assert "ruff format --check" in makefile
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_the_keyless_first_task_runs_as_written(short_tmp: Path) -> None:
+    """README "A first run": `jmp-demo --serve` in one terminal; in another the export line it
+    prints (the README's, but for the ports), then a task the user types, completed."""
+    first = [c for c, w in WHERE.items() if w == FIRST]
+    serve, export, *typed = first
+    home = short_tmp / "home"
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("JMP_", "JEV_", "FLASH_"))}
+    env |= {k: os.environ[k] for k in ("JMP_WARM", "JMP_WARM_DIR") if k in os.environ}
+    env |= {
+        "HOME": str(home),
+        "PATH": f"{Path(sys.executable).parent}:{env.get('PATH', '/usr/bin:/bin')}",
+        "JMP_SESSIONS_DIR": str(short_tmp / "sessions"),
+        "JMP_MCP_CONFIG": str(short_tmp / "mcp.json"),  # none of the checkout's
+        "PYTHONUNBUFFERED": "1",
+    }
+    (short_tmp / "mcp.json").write_text('{"mcpServers": {}}')
+    argv = ["bash", "-c", f"exec {serve} --jev-port 0 --flash-port 0"]
+    with subprocess.Popen(
+        argv, env=env, cwd=home, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        stdin=subprocess.DEVNULL,
+    ) as server:  # fmt: skip
+        try:
+            assert server.stdout is not None
+            printed = next(line for line in server.stdout if line.startswith("export ")).strip()
+            ports = re.findall(r"127\.0\.0\.1:(\d+)", printed)
+            assert printed == export.replace("8787", ports[0]).replace("8788", ports[1])
+            script = "\n".join([printed, *typed])
+            done = subprocess.run(
+                ["bash", "-c", script], env=env, cwd=home, capture_output=True, text=True,
+                timeout=300,
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+            assert "[completed] session" in done.stdout, done.stdout
+            assert "You asked: “write hello.py that prints hello”" in done.stdout
+            [info] = list_sessions(short_tmp / "sessions")
+            assert info.workspace == str(home / "jmp-try")
+            server.send_signal(signal.SIGINT)
+            assert server.wait(timeout=60) == 0
+        finally:
+            if server.poll() is None:
+                server.kill()

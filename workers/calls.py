@@ -84,3 +84,12 @@ def stream_cancellable[T](
             yield item
     finally:
         stop.set()  # the pump closes the stream at its next item or error
+
+
+def unreachable(exc: BaseException, variable: str, url: str) -> str:
+    """For a failure to reach a server (no connection, a timeout): which server, and the
+    variable that chose it, as a suffix of the error's detail; "" for any other error."""
+    names = [type(e).__name__ for e in (exc, exc.__cause__, exc.__context__) if e is not None]
+    if any("Connect" in n or "Timeout" in n for n in names) or isinstance(exc, ConnectionError):
+        return f" (the server at {url}, {variable})"
+    return ""

@@ -24,7 +24,7 @@ import openai
 from protocol.messages import Failed, Generate, Generated, ModelUsage, Msg, Progress
 from protocol.redact import redact
 from protocol.text import clean, first_surrogate
-from workers.calls import Cancelled, stream_cancellable
+from workers.calls import Cancelled, stream_cancellable, unreachable
 
 DEFAULT_BASE_URL = "https://api.deepseek.com"
 DEFAULT_MODEL = "deepseek-v4-flash"
@@ -244,7 +244,8 @@ class GeneratorHandler:
             self.client.close()
 
     def _provider_failed(self, request: Generate, exc: BaseException) -> Failed:
-        detail = redact(str(exc) or repr(exc), self.settings.api_key)
+        where = unreachable(exc, "FLASH_BASE_URL", self.settings.base_url)
+        detail = redact((str(exc) or repr(exc)) + where, self.settings.api_key)
         return Failed(
             reply_to=request.id, code="provider", detail=detail, error_class=type(exc).__name__
         )

@@ -19,7 +19,7 @@ from typesafe_sdk import Choice, RetryPolicy, TypeSafeClient, TypeSafeError
 from protocol.messages import Failed, ModelUsage, Msg, Route, Routed
 from protocol.redact import redact
 from workers import tls
-from workers.calls import Cancelled, call_cancellable
+from workers.calls import Cancelled, call_cancellable, unreachable
 
 DEFAULT_BASE_URL = "https://api.typesafe.ai"
 DEFAULT_MODEL = "jev-latest"
@@ -111,7 +111,8 @@ class RouterHandler:
         except Cancelled:
             return Failed(reply_to=request.id, code="cancelled", detail="cancelled during routing")
         except Exception as exc:  # any SDK or transport failure is the provider's, reported as such
-            detail = self._clean(str(exc) or repr(exc))
+            where = unreachable(exc, "TYPESAFE_BASE_URL", self.settings.base_url)
+            detail = self._clean((str(exc) or repr(exc)) + where)
             return Failed(
                 reply_to=request.id, code="provider", detail=detail, error_class=type(exc).__name__
             )

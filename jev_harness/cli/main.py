@@ -63,6 +63,10 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--json", action="store_true", help="JSON lines on stdout, as jmp --json, then a result"
     )
+    examples = sub.add_parser("examples", help="where the example task scripts are; --copy DIR")
+    examples.add_argument(
+        "--copy", metavar="DIR", help="copy them into DIR (e.g. examples, for the docs' commands)"
+    )
     inspect = sub.add_parser("inspect", help="a session's status and receipt")
     inspect.add_argument("session_id", help="the session id (32 hex digits)")
     inspect.add_argument(
@@ -78,15 +82,62 @@ def check_task(args: argparse.Namespace, out: Output) -> int:
     from jev_harness.cli.check_launch import check_task as probe
 
     inputs = json_arg("--inputs", args.inputs, obj=True)
-    if not os.path.isfile(args.file):
-        raise UsageProblem(f"task script {args.file} does not exist or is not a file")
+    _exists(args.file)
     verdict = probe(os.path.abspath(args.file), inputs, script_limits())
     out.verdict(verdict)
     return 0 if verdict.get("ok") else 2
 
 
+def _exists(script: str) -> None:
+    """A missing task script is a usage error; one of the examples' says how to get them."""
+    if os.path.isfile(script):
+        return
+    hint = ""
+    if os.path.basename(script) in ("workspace_task.py", "research_task.py"):
+        hint = (
+            "; the example scripts ship with jmp: `jev-harness examples --copy "
+            f"{os.path.dirname(script) or '.'}` puts them there"
+        )
+    raise UsageProblem(f"task script {script} does not exist or is not a file{hint}")
+
+
+def examples(args: argparse.Namespace, out: Output) -> int:
+    """Where the example task scripts are, or (--copy DIR) a copy of them in DIR; a file there
+    that differs is never overwritten (exit 2, named)."""
+    import shutil
+    from pathlib import Path
+
+    from kernel.config.install import examples_dir
+
+    source = examples_dir()
+    if source is None:
+        raise UsageProblem("this installation has no example scripts (share/jmp/examples)")
+    scripts = sorted(source.glob("*_task.py"))
+    if args.copy is None:
+        print(f"the example task scripts are in {source}:")
+        print("\n".join(f"  {p.name}" for p in scripts))
+        print("copy them out with: jev-harness examples --copy examples")
+        return 0
+    target = Path(args.copy)
+    clash = [
+        str(target / p.name)
+        for p in scripts
+        if (target / p.name).exists() and (target / p.name).read_bytes() != p.read_bytes()
+    ]
+    if clash:
+        raise UsageProblem(f"not overwritten (they differ from the examples): {', '.join(clash)}")
+    target.mkdir(parents=True, exist_ok=True)
+    for p in scripts:
+        shutil.copyfile(p, target / p.name)
+    print(f"copied {len(scripts)} example scripts into {target}; for example:")
+    print(f"  jev-harness check-task {target / scripts[0].name}")
+    return 0
+
+
 def run(args: argparse.Namespace, out: Output) -> int:
     from jev_harness.session import open_session
+
+    _exists(args.file)
 
     inputs = json_arg("--inputs", args.inputs, obj=True)
     context = json_arg("--context", args.context, obj=False)
@@ -143,7 +194,7 @@ def _on_interrupt(cancel: Any) -> Any:
         return None
 
 
-COMMANDS = {"check-task": check_task, "run": run, "inspect": inspect}
+COMMANDS = {"check-task": check_task, "run": run, "inspect": inspect, "examples": examples}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -59,9 +59,9 @@ class Output:
             self._write(json_line("result", data, self.redactor) + "\n")
             return
         data = shown_result(data, self.redactor)
-        self._write(f"[{data.get('status')}] session {data.get('session_id')}\n")
         if data.get("artifact"):
             self._write(f"receipt: {json.dumps(data['artifact'], ensure_ascii=False)}\n")
+        self._write("\n".join(closing(data)) + "\n")
 
     def verdict(self, verdict: dict[str, Any]) -> None:
         if self.json:
@@ -109,6 +109,23 @@ class Output:
             }
             self.result(data)
         return 2
+
+
+def closing(data: dict[str, Any]) -> list[str]:
+    """The view's last lines, as jmp's: the status, where the session is kept, and the next
+    command (copyable: `--sessions-dir` in it when the sessions are not where it looks)."""
+    import shlex
+    from pathlib import Path
+
+    from kernel.store.catalog import sessions_home
+
+    sid, where = data.get("session_id"), data.get("session_dir")
+    if not sid or not where:
+        return [f"[{data.get('status')}] session {sid}"]
+    home = Path(str(where)).parent
+    extra = [] if home == sessions_home() else ["--sessions-dir", str(home)]
+    inspect = shlex.join(["jev-harness", "inspect", *extra, str(sid)])
+    return [f"[{data.get('status')}] session {sid} · kept in {home}", f"  see it: {inspect}"]
 
 
 def render(event: Any) -> str | None:

@@ -14,3 +14,23 @@ def main(argv: list[str] | None = None) -> int:
     from jev_harness.mcp.cli import main as run
 
     return run(argv)
+
+
+def entry() -> None:
+    """`python -m jev_harness.mcp` and `python -m apixly_jev_harness.mcp`: the server, or, in a
+    Python that lacks jmp's dependencies (its first import is msgspec's), what to install or
+    which Python to use, as `python main.py` says it, and exit 2; never a traceback."""
+    import sys
+
+    try:
+        from jev_harness.mcp.cli import entry as run
+
+        run()  # exits; its own start (the redactor's import) is inside this guard too
+    except ImportError as exc:
+        from kernel.config.install import missing_dependency
+
+        advice = missing_dependency(exc, command="jev-harness-mcp")
+        if advice is None:
+            raise
+        print(f"jev-harness-mcp: {advice}", file=sys.stderr)
+        sys.exit(2)

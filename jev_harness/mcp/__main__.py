@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jev_harness.mcp.cli import entry
+from jev_harness.mcp import entry
 
 if __name__ == "__main__":
     entry()

@@ -28,6 +28,7 @@ from typing import Any  # noqa: E402
 
 from host.inspection import forbid_inspection  # noqa: E402
 from jev_harness.cli.options import UsageError, add_run_options, check_limits, json_arg  # noqa: E402
+from kernel.config.install import program  # noqa: E402
 
 STOP_GRACE_S = 5.0  # a call in flight at shutdown gets this long before its worker is killed
 
@@ -37,12 +38,12 @@ Usage = UsageError  # a wrong command line or a server that cannot start, named 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # type: ignore[override]
-        raise Usage(f"{message} (see python -m jev_harness.mcp --help)")
+        raise Usage(f"{message} (see {self.prog} --help)")
 
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(
-        prog="python -m jev_harness.mcp",
+        prog=program("jev-harness-mcp", "jev_harness.mcp"),
         description="Serve one jev-harness task session over stdio MCP.",
     )
     p.add_argument("script", metavar="SCRIPT", help="the task script")

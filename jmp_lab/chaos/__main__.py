@@ -31,6 +31,7 @@ from jmp_lab.chaos.plan import IterationPlan, aimed, make_plan, make_quick_plan,
 from jmp_lab.chaos.powercut.control import available
 from jmp_lab.chaos.powercut.model import MODELS
 from jmp_lab.chaos.targets import start_pool, stop_pool
+from kernel.config.install import program
 
 POWER_MODES = ("off", "mix", "only")
 
@@ -282,7 +283,9 @@ def summed(results: list[dict[str, object]]) -> Counter[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jmp_lab.chaos", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog=program("jmp-chaos", "jmp_lab.chaos"), description=__doc__
+    )
     parser.add_argument("--iterations", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--first", type=int, default=0, help="index of the first iteration")

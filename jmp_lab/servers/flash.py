@@ -12,7 +12,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -35,13 +35,16 @@ class FlashState:
         self.recorder = Recorder()
         self.chunk_chars = chunk_chars
         self.ids = itertools.count(1)
+        # Once the queue is empty: a reply for a request (`jmp-demo --serve`'s echo policy),
+        # else None and the default reply.
+        self.fallback: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
 
     def next_item(self, body: dict[str, Any]) -> dict[str, Any]:
         """The next scripted reply, or the default for this request."""
         with self.lock:
             if self.items:
                 return self.items.pop(0)
-        return default_item(body)
+        return (self.fallback and self.fallback(body)) or default_item(body)
 
 
 class FlashHandler(BaseHTTPRequestHandler):
@@ -152,6 +155,15 @@ class FlashHandler(BaseHTTPRequestHandler):
             self.close_connection = True  # the client went away (e.g. cancelled): nothing to do
 
 
+def check_items(items: list[Any]) -> None:
+    """ValueError naming the first entry that is not a reply item."""
+    for item in items:
+        if not isinstance(item, dict) or not (
+            "text" in item or "arguments" in (item.get("tool_call") or {})
+        ):
+            raise ValueError(f"not a reply item: {item!r}")
+
+
 class FlashServer(LoopbackServer):
     """`with FlashServer() as flash:` an OpenAI-compatible server; `flash.url` ends in /v1."""
 
@@ -173,9 +185,7 @@ class FlashServer(LoopbackServer):
 
         A tool_call may also carry "name" (default selected_action) and "id" (default call_0).
         """
-        for item in items:
-            if not ("text" in item or "arguments" in item.get("tool_call", {})):
-                raise ValueError(f"not a reply item: {item!r}")
+        check_items(items)
         with self.state.lock:
             self.state.items.extend(items)
 

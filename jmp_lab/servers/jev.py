@@ -14,6 +14,7 @@ import json
 import math
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -143,6 +144,9 @@ class JevState:
         self.faults = Faults(FAULT_KINDS)
         self.recorder = Recorder()
         self.unmatched = 0  # requests that met a pending step that did not fit them
+        # Once the script is used up: a step for a request (`jmp-demo --serve`'s echo policy),
+        # else None and the default answer.
+        self.fallback: Callable[[dict[str, Any]], dict[str, Any] | None] | None = None
 
     def respond(self, body: dict[str, Any]) -> dict[str, Any]:
         """Answer a valid request: the next script step if it fits, defaults for the rest."""
@@ -153,6 +157,9 @@ class JevState:
                 self.steps.pop(0)
             elif self.steps:
                 self.unmatched += 1
+            elif self.fallback is not None:
+                step = self.fallback(body)
+                scripted = _step_answers(step, questions) if step else None
         answers = {
             qid: (scripted or {}).get(qid) or default_answer(body["state"], q)
             for qid, q in questions.items()

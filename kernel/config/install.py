@@ -113,8 +113,11 @@ DEPENDENCIES = (
 )  # fmt: skip
 
 
-def missing_dependency(exc: BaseException, project: Path = PROJECT) -> str | None:
-    """For an ImportError of one of jmp's dependencies: what to do about it, else None."""
+def missing_dependency(
+    exc: BaseException, project: Path = PROJECT, command: str = "jmp"
+) -> str | None:
+    """For an ImportError of one of jmp's dependencies: what to do about it (which Python, what
+    to install, then which `command` of it to run), else None."""
     import sys
 
     name = getattr(exc, "name", None) or ""
@@ -124,13 +127,40 @@ def missing_dependency(exc: BaseException, project: Path = PROJECT) -> str | Non
     if is_checkout(project):
         how = (
             f"in the checkout, `make install` (it makes .venv with Python >= 3.12), then run "
-            f"{project / '.venv' / 'bin' / 'jmp'}; or install it as a tool: "
+            f"{project / '.venv' / 'bin' / command}; or install it as a tool: "
             f"`uv tool install --compile-bytecode {project}` or `pipx install {project}`, "
-            "then run `jmp`"
+            f"then run `{command}`"
         )
     else:
         how = (
             "install jmp as a tool, `uv tool install --compile-bytecode jmp-agent` or "
-            "`pipx install jmp-agent`"
+            f"`pipx install jmp-agent`, then run `{command}`"
         )
     return f"{this} lacks jmp's dependency {name!r}: {how}"
+
+
+def examples_dir(project: Path = PROJECT) -> Path | None:
+    """Where this installation's example task scripts are: a checkout's examples/, else the
+    wheel's data files (share/jmp/examples under the environment, or the user scheme's for
+    `pip install --user`); None when neither is there."""
+    import sysconfig
+
+    if is_checkout(project):
+        return project / "examples"
+    schemes = [sysconfig.get_path("data")]
+    user = f"{os.name}_user"
+    if user in sysconfig.get_scheme_names():
+        schemes.append(sysconfig.get_path("data", user))
+    for base in schemes:
+        found = Path(base) / "share" / "jmp" / "examples"
+        if (found / "workspace_task.py").is_file():
+            return found
+    return None
+
+
+def program(script: str, module: str) -> str:
+    """The program a `--help` usage line names: the console script `script` when that is what
+    ran (`jmp-chaos`, `jev-harness-mcp`, `jmp-demo`), else `python -m module`."""
+    import sys
+
+    return script if os.path.basename(sys.argv[0]) == script else f"python -m {module}"

@@ -148,7 +148,7 @@ def spawn(
         reply = _request(sock, argv, env, [out_fd, err_fd], in_fd)
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()
-        note("not running; started it for the next run, workers start cold")
+        note("not running: workers start cold this time; one is starting for the next run")
         start()
         return None
     except (OSError, EOFError, ValueError, msgspec.DecodeError) as exc:
@@ -276,14 +276,16 @@ def start(replace: bool = False) -> None:
         threading.Thread(target=proc.wait, daemon=True, name="warm-launch").start()
 
 
-def stop() -> None:
+def stop() -> bool:
     """Ask the pool of our view to exit (best effort; only a listener that passes
-    `listener_problem`)."""
+    `listener_problem`); True when one was asked (`jmp --stop-pool`)."""
     with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(POOL_CONNECT_S)
         sock.connect(str(home() / "pool.sock"))
         if not listener_problem(sock):
             sock.sendall(P.encode(P.Stop()))
+            return True
+    return False
 
 
 def _locked(path: Path) -> bool:

@@ -22,7 +22,7 @@ once it is durable (see `seq`), the transient events, and last one `result` line
 
 ## Envelope
 
-```
+```json
 {"version":1,"session_id":"<32 hex>","seq":12,"time":1789670000.0,"kind":"tool_finished","data":{}}
 ```
 

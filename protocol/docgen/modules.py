@@ -22,7 +22,7 @@ PACKAGES: tuple[str, ...] = (
     "host",
     "workers",
 )
-PACKAGES += ("jmp_lab", "apixly_jev_harness")
+PACKAGES += ("jmp_lab", "apixly_jev_harness", "jmp_agent")
 
 INTRO = """\
 # Internals: the module map

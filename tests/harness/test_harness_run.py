@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -170,3 +171,22 @@ def test_a_fifo_as_the_script_and_a_hanging_build_end_with_exit_2(cli: HarnessCl
     assert hung.code == 2 and "task script" in hung.stderr
     assert hung.result["status"] == "error"
     assert not cli.home.exists() or not any(cli.home.iterdir())
+
+
+def test_the_readable_view_ends_with_the_sessions_dir_and_the_next_command(
+    cli: HarnessCli,
+) -> None:
+    """Issue 37: as jmp's view does, `jev-harness run` without --json ends saying where the
+    session is kept and the command that shows it, which then works as printed."""
+    import shlex
+
+    cli.jev.script([{"items.pick.item": "a"}, {"tool": "items.pick"}, {"items.pick.item": "b"}])
+    argv = [a for a in cli.run_argv(PICK, "pick b", INPUTS) if a != "--json"]
+    done = subprocess.run(argv, cwd=cli.cwd, env=cli.env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    status, step = done.stdout.splitlines()[-2:]
+    assert status.startswith("[completed] session ") and status.endswith(f" · kept in {cli.home}")
+    assert step.startswith("  see it: jev-harness inspect --sessions-dir "), step
+    words = shlex.split(step.removeprefix("  see it: "))
+    shown = subprocess.run(cli.argv(*words[1:]), cwd=cli.cwd, env=cli.env(), capture_output=True)
+    assert shown.returncode == 0, shown.stderr

@@ -285,6 +285,69 @@ def test_an_idle_pool_exits_by_itself(tmp_path: Path) -> None:
         pool.kill()
 
 
+def test_a_pool_whose_installation_is_gone_exits_by_itself(tmp_path: Path) -> None:
+    """`uv tool uninstall` removes the code a pool runs: the pool exits within
+    INSTALL_CHECK_S (issue 37), not after its 3 idle hours."""
+    copy = tmp_path / "installed"
+    for package in (*H.CODE_PACKAGES, "tests"):
+        shutil.copytree(ROOT / package, copy / package, copy_function=shutil.copy)
+    pool = PoolProc(tmp_path / "pool", root=copy)  # idle for 600 s unless it notices
+    try:
+        shutil.rmtree(copy)  # the uninstall
+        assert pool.proc.wait(120) == 0
+        assert "installation gone" in pool.log() and "host/pool.py no longer exists" in pool.log()
+        assert not pool.sock.exists()
+    finally:
+        pool.kill()
+
+
+def test_jmp_stop_pool_stops_this_installations_pool(tmp_path: Path) -> None:
+    """`jmp --stop-pool`, no `python -P -m workers.pool` (issue 37): this installation's pool
+    (JMP_WARM_DIR here) is asked to exit, and a second call says there is none."""
+    directory = tmp_path / "pool"
+    pool = PoolProc(directory)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JMP_")}
+    env["JMP_WARM_DIR"] = str(directory)
+    jmp = [sys.executable, str(ROOT / "main.py"), "--stop-pool"]
+    try:
+        done = subprocess.run(jmp, env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0 and done.stdout == f"stopped the warm pool in {pool.home}\n"
+        assert pool.proc.wait(60) == 0 and "stop requested" in pool.log()
+        again = subprocess.run(jmp, env=env, capture_output=True, text=True, timeout=60)
+        assert again.returncode == 0 and again.stdout == f"no warm pool in {pool.home}\n"
+        mixed = subprocess.run([*jmp, "--json"], env=env, capture_output=True, text=True)
+        assert mixed.returncode == 2 and "--stop-pool takes no other option" in mixed.stdout
+    finally:
+        pool.kill()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_a_first_run_says_it_starts_cold_and_its_pool_stops_with_jmp_stop_pool(
+    jmp: Any, tmp_path: Path
+) -> None:
+    """Issue 37: the first run's note says what happens, in order (before: 'not running;
+    started it for the next run, workers start cold'), and `jmp --stop-pool` stops the pool
+    that run launched."""
+    directory = tmp_path / "warm"
+    env = jmp.env(JMP_WARM="1", JMP_WARM_DIR=str(directory))
+    jmp.jev.script([{"route": "done"}, {"completion_review": "complete"}])
+    run = jmp.exec(jmp.argv("--no-mcp", "hello"), env=env, timeout=300)
+    assert run.code == 0, run.stderr[-3000:]
+    note = "jmp: warm pool: not running: workers start cold this time; one is starting for the "
+    assert run.stderr.count(note + "next run\n") == 1, run.stderr
+    for _ in range(1500):  # the pool answers once its imports are done (bounded by asks)
+        if (state := ask_status(directory)) is not None:
+            break
+        time.sleep(0.2)
+    assert state is not None
+    stop = subprocess.run(
+        jmp.argv("--stop-pool", json_flag=False), env=env, capture_output=True, text=True
+    )
+    assert stop.returncode == 0 and stop.stdout.startswith("stopped the warm pool in ")
+    assert psutil.wait_procs([psutil.Process(state.pid)], timeout=60)[1] == []
+
+
 def test_a_forked_worker_has_the_kernels_resource_limits_not_the_pools(short_tmp: Path) -> None:
     """Found by the chaos runner: a pool launched by a kernel under RLIMIT_FSIZE kept that
     limit and gave it to every worker it forked for later kernels (their writes: EFBIG)."""

@@ -15,7 +15,8 @@ thread; a fork takes on its kernel's resource limits, umask, priority, CPU set a
 before the pool says `Spawned`. It reaps a worker only after its kernel has killed that
 worker's tree (Release or a closed connection), so the worker's pid cannot be reused before
 then. No client can stall it (`workers/pool/conn.py`). It exits after `--idle` seconds with
-no connection and no live worker.
+no connection and no live worker, and, idle, within INSTALL_CHECK_S of its installation being
+removed (host/pool.py `installation_gone`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ class Pool(Connections):
         self.children: dict[int, tuple[int, Conn | None]] = {}  # pidfd -> (pid, its kernel)
         self.exited: set[int] = set()  # pids that exited and wait for Release
         self.last_active = self.clock()
+        self.next_check = self.last_active + H.INSTALL_CHECK_S
         self.running = True
 
     def serve(self, listener: socket.socket) -> None:
@@ -68,8 +70,14 @@ class Pool(Connections):
             if not busy and now >= self.last_active + self.idle_s:
                 log("idle timeout: exiting")
                 return
+            if not busy and now >= self.next_check:
+                self.next_check = now + H.INSTALL_CHECK_S
+                gone = H.installation_gone()
+                if gone:
+                    log(f"installation gone ({gone}): exiting")
+                    return
             wakes = [c.deadline for c in self.conns.values() if c.deadline is not None]
-            wakes += [] if busy else [self.last_active + self.idle_s]
+            wakes += [] if busy else [self.last_active + self.idle_s, self.next_check]
             wakes += [self.paused_until] if self.paused_until is not None else []
             wait = max(0.0, min(wakes) - now) if wakes else None
             ready = self.sel.select(wait)

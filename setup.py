@@ -1,0 +1,13 @@
+"""Only so that building jmp from a checkout writes no `build/` into it (issue 37): setuptools'
+build tree goes to a temporary directory, removed when the build ends. Everything else is in
+pyproject.toml."""
+
+import atexit
+import shutil
+import tempfile
+
+from setuptools import setup
+
+_BUILD = tempfile.mkdtemp(prefix="jmp-build-")
+atexit.register(shutil.rmtree, _BUILD, True)
+setup(options={"build": {"build_base": _BUILD}})
