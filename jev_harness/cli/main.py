@@ -89,9 +89,12 @@ def check_task(args: argparse.Namespace, out: Output) -> int:
 
 
 def _exists(script: str) -> None:
-    """A missing task script is a usage error; one of the examples' says how to get them."""
+    """A missing task script is a usage error; one of the examples' says how to get them. A
+    path that is there but not a regular file (a FIFO, a device, a directory) says so."""
     if os.path.isfile(script):
         return
+    if os.path.lexists(script):
+        raise UsageProblem(f"task script {script} is not a regular file")
     hint = ""
     if os.path.basename(script) in ("workspace_task.py", "research_task.py"):
         hint = (
@@ -135,6 +138,8 @@ def examples(args: argparse.Namespace, out: Output) -> int:
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
+    import msgspec  # noqa: F401  -- this Python's dependencies before the script (main's advice)
+
     from jev_harness.session import open_session
 
     _exists(args.file)
