@@ -22,6 +22,18 @@ they hold for the process and every process it starts:
   from it: as root no process limit applies to `run`, while check-task's confined probe
   refuses every new process by seccomp, whoever runs it (jev_harness/sandbox.py).
 
+Hard or soft (`apply(..., hard=)`): check-task's probe, which starts no process, lowers the
+hard limits too. The harness worker lowers only the soft limits of memory, file size and
+processes (the hard ones stay the user's): the browser a run's ChromiumProvider starts
+(Playwright's driver, then Chromium) is jmp's machinery, bounded by its fetch deadline and size
+bounds, and would inherit the script's rlimits — its driver dies under 400 MiB of RLIMIT_DATA and
+Chromium's renderer came close to 1 GiB — so its launcher raises its soft limits back to the
+hard ones (jev_harness/web/browser.py). In the worker an audit hook then refuses
+`resource.setrlimit` and `resource.prlimit` with new limits: a script cannot lift its own from
+Python; native code or a child shell could lift soft limits up to the hard ones, so in `run`
+these limits stop a runaway script, not a hostile one (docs/JEV-HARNESS.md). The CPU limit is
+hard in both.
+
 `named(exc)` says which limit an exception means, so that a script that hits one ends with an
 error that names it, not a bare MemoryError.
 """
@@ -33,6 +45,7 @@ import errno
 import os
 import resource
 import signal
+import sys
 import threading
 import time
 
@@ -51,14 +64,18 @@ class CpuLimitExceeded(Exception):
     """The script used its CPU time budget."""
 
 
-def apply(limits: ScriptLimits, deadline_s: float, target: threading.Thread) -> None:
-    """Set the limits on this process (an rlimit is only ever lowered); the CPU watchdog
-    raises CpuLimitExceeded in `target`, the thread that runs the script, while `busy` is set
-    (the caller sets it around the script's code)."""
+def apply(
+    limits: ScriptLimits, deadline_s: float, target: threading.Thread, *, hard: bool = True
+) -> None:
+    """Set the limits on this process (an rlimit is only ever lowered; with `hard` False only
+    the soft limits of memory, file size and processes, and no script may change them after);
+    the CPU watchdog raises CpuLimitExceeded in `target`, the thread that runs the script,
+    while `busy` is set (the caller sets it around the script's code)."""
     budget = limits.cpu_budget(deadline_s)
     _applied[:] = [(limits, budget, os.getuid() != 0)]
-    _lower(resource.RLIMIT_DATA, _data_now() + limits.memory_mb * MIB)
-    _lower(resource.RLIMIT_FSIZE, limits.file_mb * MIB)
+    keep = not hard
+    _lower(resource.RLIMIT_DATA, _data_now() + limits.memory_mb * MIB, keep_hard=keep)
+    _lower(resource.RLIMIT_FSIZE, limits.file_mb * MIB, keep_hard=keep)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     used = time.process_time()
@@ -69,7 +86,15 @@ def apply(limits: ScriptLimits, deadline_s: float, target: threading.Thread) -> 
     )
     watch.start()
     if os.getuid() != 0:  # root is exempt from RLIMIT_NPROC (see the module docstring)
-        _lower(resource.RLIMIT_NPROC, _tasks_of(os.getuid()) + limits.max_processes)
+        _lower(resource.RLIMIT_NPROC, _tasks_of(os.getuid()) + limits.max_processes, keep_hard=keep)
+    if not hard:
+        sys.addaudithook(_refuse_new_limits)
+
+
+def _refuse_new_limits(event: str, args: tuple[object, ...]) -> None:
+    """Audit hook: no new rlimit from Python code once the soft limits are set."""
+    if event == "resource.setrlimit" or (event == "resource.prlimit" and args[2:3] != (None,)):
+        raise PermissionError(f"{event}: the task script's limits are fixed for the run")
 
 
 def _watch(until: float, target: threading.Thread) -> None:
@@ -83,12 +108,15 @@ def _watch(until: float, target: threading.Thread) -> None:
         _set_async_exc(ctypes.c_ulong(ident), ctypes.py_object(CpuLimitExceeded))
 
 
-def _lower(which: int, soft: int, hard: int | None = None) -> None:
+def _lower(which: int, soft: int, hard: int | None = None, keep_hard: bool = False) -> None:
     cur_soft, cur_hard = resource.getrlimit(which)
     hard = soft if hard is None else hard
-    if cur_hard != resource.RLIM_INFINITY:
+    if keep_hard:
+        hard = cur_hard
+    elif cur_hard != resource.RLIM_INFINITY:
         hard = min(hard, cur_hard)
-    soft = min(soft, hard)
+    if hard != resource.RLIM_INFINITY:
+        soft = min(soft, hard)
     if cur_soft != resource.RLIM_INFINITY:
         soft = min(soft, cur_soft)
     resource.setrlimit(which, (soft, hard))

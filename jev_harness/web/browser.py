@@ -9,9 +9,12 @@ browser is launched with `executable_path`.
 
 Life cycle: `start()` makes a private directory (crash dumps, caches: nothing is written under
 $HOME; Playwright gives the browser a fresh temporary profile) and launches the browser through
-a two-line launcher there that runs it under `setpriv --pdeathsig KILL`, so the browser's main
+a small launcher there that runs it under `setpriv --pdeathsig KILL`, so the browser's main
 process is killed by the kernel the moment Playwright's driver (its parent) dies; the driver
-itself exits when its pipe from us closes, which a kill -9 of this process does. Chromium's own
+itself exits when its pipe from us closes, which a kill -9 of this process does. Both the driver
+and the browser start with their soft rlimits raised back to the hard ones: in a harness worker
+the soft ones are the task script's (jev_harness/limits.py), under which the driver cannot
+start (400 MiB of RLIMIT_DATA) and a renderer crashes now and then (1 GiB). Chromium's own
 helpers (zygote, renderers, GPU, network, crash handler) inherit the environment, so the jmp
 kernel's tree kill of a dead worker (its token net: kernel/supervision/proctree.py) finds every
 one of them too. `close()` closes the browser, stops the driver and removes the directory; a
@@ -37,6 +40,7 @@ from typing import Any, TypeVar
 from jev_harness.web.page import WebError
 
 ENV_BINARY = "JEV_CHROMIUM"
+ENV_NODE = "PLAYWRIGHT_NODEJS_PATH"
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome-stable", "google-chrome")
 INSTALL_HINT = (
     "install Debian's Chromium with `apt-get install -y --no-install-recommends chromium` "
@@ -87,15 +91,31 @@ def _playwright() -> Any:
     return sync_playwright
 
 
-def _launcher(directory: str, binary: str) -> str:
-    """A launcher that runs `binary` with PR_SET_PDEATHSIG=SIGKILL (setpriv, util-linux)."""
-    path = os.path.join(directory, "launch-chromium")
-    setpriv = shutil.which("setpriv")
+# The soft limits of memory, file size and processes back at the hard ones: a task script's
+# soft limits (jev_harness/limits.py) are not the browser's.
+_OWN_LIMITS = 'for o in d f p; do ulimit -S -$o "$(ulimit -H -$o)" 2>/dev/null; done\n'
+
+
+def _launcher(
+    directory: str, binary: str, name: str = "launch-chromium", death: bool = True
+) -> str:
+    """A launcher that runs `binary` under the user's limits, not a task script's, and (with
+    `death`) with PR_SET_PDEATHSIG=SIGKILL (setpriv, util-linux)."""
+    path = os.path.join(directory, name)
+    setpriv = shutil.which("setpriv") if death else None
     prefix = f"exec {shlex.quote(setpriv)} --pdeathsig KILL --" if setpriv else "exec"
     with open(path, "w", encoding="utf-8") as f:
-        f.write(f'#!/bin/sh\n{prefix} {shlex.quote(binary)} "$@"\n')
+        f.write(f'#!/bin/sh\n{_OWN_LIMITS}{prefix} {shlex.quote(binary)} "$@"\n')
     os.chmod(path, 0o700)
     return path
+
+
+def _driver_launcher(directory: str) -> str:
+    """Playwright's driver (its Node.js) through a launcher of `_launcher`'s kind, named by
+    PLAYWRIGHT_NODEJS_PATH (Playwright's own setting) while the driver starts."""
+    from playwright._impl._driver import compute_driver_executable
+
+    return _launcher(directory, compute_driver_executable()[0], "launch-driver", death=False)
 
 
 class Browser:
@@ -155,7 +175,15 @@ class Browser:
         before = {p.pid for p in me.children()}
         try:
             started = time.monotonic()
-            driver = sync_playwright().start()
+            node = os.environ.get(ENV_NODE)
+            os.environ[ENV_NODE] = _driver_launcher(home)
+            try:
+                driver = sync_playwright().start()
+            finally:
+                if node is None:
+                    os.environ.pop(ENV_NODE, None)
+                else:
+                    os.environ[ENV_NODE] = node
             try:
                 browser = driver.chromium.launch(
                     executable_path=_launcher(home, self.binary),

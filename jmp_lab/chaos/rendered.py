@@ -174,8 +174,10 @@ def iterate(warm: bool, point: str, delay_s: float, base: Path) -> Iteration:
         )
         browser: list[psutil.Process] = []
         try:
-            if not site.wait_for(held, timeout=180):
-                it.violations.append(f"the browser never asked for {held}")
+            if not site.wait_for(held, timeout=180, alive=lambda: proc.poll() is None):
+                proc.kill()
+                stdout, stderr = proc.communicate()
+                it.violations.append(f"the browser never asked for {held}: {stderr[-2000:]!r}")
             else:
                 time.sleep(delay_s)  # a random moment while the page is held
                 worker = harness_worker(proc.pid)
@@ -184,7 +186,7 @@ def iterate(warm: bool, point: str, delay_s: float, base: Path) -> Iteration:
                 else:
                     browser = browser_of(worker)
                     worker.send_signal(signal.SIGKILL)
-            stdout, _stderr = proc.communicate(timeout=180)
+                stdout, _stderr = proc.communicate(timeout=180)
         finally:
             if proc.poll() is None:
                 proc.kill()

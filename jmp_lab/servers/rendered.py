@@ -26,6 +26,8 @@ import argparse
 import contextlib
 import json
 import threading
+import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
@@ -188,9 +190,24 @@ class RenderedSite:
     def count(self, path: str) -> int:
         return self.requests.count(path)
 
-    def wait_for(self, path: str, count: int = 1, timeout: float = 30.0) -> bool:
+    def wait_for(
+        self,
+        path: str,
+        count: int = 1,
+        timeout: float = 30.0,
+        alive: Callable[[], bool] | None = None,
+    ) -> bool:
+        """Whether `path` was asked for `count` times within `timeout`; with `alive` (the
+        client's process still running, say), False as soon as it says no, so that a run that
+        ended without asking is a quick failure, not a wait for the whole timeout."""
+        deadline = time.monotonic() + timeout
         with self.state.cond:
-            return self.state.cond.wait_for(lambda: self.state.log.count(path) >= count, timeout)
+            while self.state.log.count(path) < count:
+                left = deadline - time.monotonic()
+                if left <= 0 or (alive is not None and not alive()):
+                    return False
+                self.state.cond.wait(min(left, 0.5))
+            return True
 
     def release_slow(self) -> None:
         self.state.release.set()

@@ -61,7 +61,10 @@ def test_a_worker_killed_mid_render_leaves_no_browser_and_an_uncertain_fetch(
             text=True,
         )
         try:
-            assert site.wait_for("/slow", timeout=120), "the browser never asked for /slow"
+            if not site.wait_for("/slow", timeout=120, alive=lambda: proc.poll() is None):
+                proc.kill()
+                stdout, stderr = proc.communicate()
+                pytest.fail(f"the browser never asked for /slow: {stderr[-3000:]}{stdout[-3000:]}")
             workers = workers_of(proc.pid, "harness")
             assert len(workers) == 1
             browser = browser_of(workers[0])

@@ -118,7 +118,7 @@ def test_the_research_example_runs_end_to_end_on_the_rendered_site(
         "camofox_session": "research",
     }
     out = cli.run(RESEARCH, "find the harbor's answer", inputs)
-    assert out.code == 0, out.stderr[-3000:]
+    assert out.code == 0, out.stderr[-3000:] + out.stdout[-3000:]
     assert out.result["status"] == "completed" and out.result["artifact"]["match"] is True
     report = json.loads((cli.cwd / "report.json").read_text())
     assert [r["label"] for r in report["records"]] == ["answer"]
@@ -129,3 +129,24 @@ def test_the_research_example_runs_end_to_end_on_the_rendered_site(
     # the run closed its browser: none of its processes is left (Chromium's crash handler,
     # which leaves its parent at start, holds the mark too)
     assert psutil.wait_procs(browser_processes(mark), timeout=60)[1] == []
+
+
+def test_the_scripts_limits_are_not_the_browsers(cli: HarnessCli, site: RenderedSite) -> None:
+    """The task script's memory limit at its least (64 MiB over the worker's own) binds the
+    script, not the browser the run starts: Playwright's driver died at start under it and
+    Chromium's renderer crashed now and then under the default 1 GiB ("Target crashed"), so
+    every rendered page of a `jev-harness run` could fail."""
+    cli.extra_env["JEV_HARNESS_MEMORY_MB"] = "64"
+    cli.jev.script([{"tool": "web.open_link"}, {"web.open_link.link": "facts"}])
+    inputs = {
+        "url": site.url + "/",
+        "allowed_origins": [site.url],
+        "markers": {"answer": FACTS_MARKER},
+        "output": "report.json",
+        "provider": "chromium",
+    }
+    out = cli.run(RESEARCH, "find the harbor's answer", inputs)
+    finished = [e for e in out.of("tool_finished") if e.get("tool") == "web.open_link"]
+    statuses = [e["status"] for e in finished]
+    assert len(statuses) >= 2 and set(statuses) == {"ok"}, out.stderr[-3000:]
+    assert JS_MARKER in json.dumps(finished[0])

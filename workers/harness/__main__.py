@@ -107,7 +107,7 @@ class HarnessHandler:
         # Before the script's first byte, on whichever path this worker was started (cold, or
         # forked by the warm pool, whose environment is not the run's: the values come here).
         bounds = ScriptLimits.from_dict(request.resources)
-        limits.apply(bounds, deadline, threading.current_thread())
+        limits.apply(bounds, deadline, threading.current_thread(), hard=False)  # the browser
         try:
             module = load_script(request.script, request.sha256)
             workflow = getattr(module, "workflow", None)
