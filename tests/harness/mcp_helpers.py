@@ -152,6 +152,11 @@ class RawClient:
         self.process.stdin.write(line.encode() + b"\n")
         self.process.stdin.flush()
 
+    def send_raw(self, line: str, ident: Any) -> dict[str, Any]:
+        """Send a frame as written; returns the response with `ident`."""
+        self.send(line)
+        return self.response(ident)
+
     def request(self, method: str, params: dict[str, Any] | None = None, **extra: Any) -> Any:
         """Send a request with the next id; returns the response frame with that id."""
         self._next += 1
