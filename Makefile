@@ -30,6 +30,17 @@ install:
 	{ $(PY) -m pip uninstall -q -y jmp 2>/dev/null || true; } && \
 	$(PY) -m pip install -q -c constraints.txt -e '.[test]' && \
 	$(PY) -m compileall -q -j 0 main.py $(CODE) >/dev/null
+	@$(MODERN_MCP)
+
+# A client of MCP 2026-07-28 the suite drives the jev-harness MCP server with (and a server of
+# that revision jmp's own client reaches): the mcp 2.x SDK, in a venv of its own, since it
+# cannot sit beside OpenHands (fastmcp < 4, so mcp < 2). Without it those tests skip and say so.
+MCP_MODERN := $(VENV)/mcp-2026-07-28
+MCP_MODERN_PIN := mcp==2.3.0
+MODERN_MCP := base=$$($(FIND_PYTHON)) || exit 1; \
+	{ [ -x $(MCP_MODERN)/bin/python ] || "$$base" -m venv $(MCP_MODERN); } && \
+	$(MCP_MODERN)/bin/python -m pip install -q '$(MCP_MODERN_PIN)' || \
+	echo "note: no $(MCP_MODERN_PIN) in $(MCP_MODERN): the MCP 2026-07-28 client tests will be skipped" >&2
 
 # The real browser of jev-harness's rendered pages (ChromiumProvider; docs/JEV-HARNESS.md):
 # Debian's Chromium, driven by Playwright from the test extra (never `playwright install`).

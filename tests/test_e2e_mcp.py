@@ -150,3 +150,46 @@ def test_an_mcp_server_killed_mid_call_leaves_the_call_uncertain(jmp: Cli) -> No
     ]
     (echo,) = out.of("tool_finished")
     assert echo["status"] == "ok" and "back" in echo["text"]
+
+
+MODERN_PYTHON = Path(__file__).parents[1] / ".venv" / "mcp-2026-07-28" / "bin" / "python"
+MODERN_SERVER = Path(SERVER).parent / "mcp_modern_server.py"
+
+
+@pytest.mark.timeout(400)  # two servers' startup and a cold run on a loaded 2-core machine
+def test_jmps_client_reaches_an_sdk_server_of_either_revision(jmp: Cli) -> None:
+    """jmp's MCP client (OpenHands' fastmcp 3, the initialize revisions) calls a tool of a
+    server of each kind over stdio: the mcp 1.x SDK's (initialize only) and the mcp 2.x SDK's
+    (MCP 2026-07-28, which serves a client of the handshake revisions on the same stdio)."""
+    if not MODERN_PYTHON.exists():
+        pytest.skip(f"no mcp 2.x SDK in {MODERN_PYTHON.parent.parent} (make install puts it there)")
+    configure(
+        jmp,
+        servers={
+            "legacy": {"command": sys.executable, "args": [SERVER, "--prefix", "old_"]},
+            "modern": {"command": str(MODERN_PYTHON), "args": [str(MODERN_SERVER)]},
+        },
+    )
+    jmp.jev.script(
+        [
+            {"route": "mcp.old_echo"},
+            {"route": "mcp.echo"},
+            {"route": "done"},
+            {"completion_review": "complete"},
+        ]
+    )
+    jmp.flash.queue(
+        [
+            {"tool_call": {"arguments": {"text": "from the old one"}}},
+            {"tool_call": {"arguments": {"text": "from the new one"}}},
+            {"text": "both answered"},
+        ]
+    )
+    out = jmp.task("call both servers", timeout=300)
+    assert out.code == 0, out.stderr
+    finished = {f["tool"]: f for f in out.of("tool_finished")}
+    assert finished["mcp.old_echo"]["status"] == "ok"
+    assert "from the old one" in finished["mcp.old_echo"]["text"]
+    modern = finished["mcp.echo"]
+    assert modern["status"] == "ok" and "from the new one (MCP 2025-11-25)" in modern["text"]
+    assert not out.of("error"), out.of("error")  # neither server failed to start

@@ -139,7 +139,13 @@ class Server:
         self._opening = threading.Lock()
         self._ended = False
         self._failed: str | None = None
-        self.front = Front(self.session, args.direct_only, self.pending.redactor.value, say)
+        self.front = Front(
+            self.session,
+            args.direct_only,
+            self.pending.redactor.value,
+            say,
+            opened=lambda: self.current,
+        )
         self._stopping = threading.Lock()
         self.result: dict[str, Any] | None = None
 
@@ -167,17 +173,18 @@ class Server:
         """Answer MCP frames until stdin ends."""
         import anyio
 
-        from jev_harness.mcp.gate import screened
+        from jev_harness.mcp.gate import Gate, screened
         from jev_harness.mcp.stdio import bounded_stdio
 
         async def main() -> None:
             out = anyio.wrap_file(io.TextIOWrapper(os.fdopen(mcp_out, "wb"), encoding="utf-8"))
             server = self.front.server()
+            gate = Gate(self.say, lambda: self.front.describe(server), self.front.cancel)
             async with (
                 bounded_stdio(sys.stdin.buffer, out) as (read, write),
-                screened(read, write, self.say) as requests,
+                screened(read, write, gate) as (requests, replies),
             ):
-                await server.run(requests, write, server.create_initialization_options())
+                await server.run(requests, replies, server.create_initialization_options())
 
         anyio.run(main)
 

@@ -1,10 +1,13 @@
-"""The MCP tools of a harness session: closed input schemas and argument checks.
+"""The MCP tools of a harness session: closed input schemas, output schemas, hints, checks.
 
 Four tools are advertised (HARNESS.md section 7): `observe`, `arguments`, `operate` and, unless
 direct-only, `run_task`; `delegate` is an unadvertised alias of `run_task`. Every input schema
-is closed (`additionalProperties: false`). Arguments are checked here, in code, so that a bad
-call is refused with a fixed code and a message that names the field, never echoing what the
-caller sent (it may be a path, a body or a secret).
+is closed (`additionalProperties: false`). Every tool has an `outputSchema` that each of its
+results' `structuredContent` fits, a refusal's `{code, message}` included, and the four
+behaviour hints, each stated (docs/DECISIONS.md "The jev-harness MCP tools' hints").
+Arguments are checked here, in code, so that a bad call is refused with a fixed code and a
+message that names the field, never echoing what the caller sent (it may be a path, a body or
+a secret).
 """
 
 from __future__ import annotations
@@ -78,6 +81,136 @@ DESCRIPTIONS = {
 
 ALIASES = {"delegate": "run_task"}
 
+_STR: dict[str, Any] = {"type": "string"}
+_OBJ: dict[str, Any] = {"type": "object"}
+_NULL: dict[str, Any] = {"type": "null"}
+_MAYBE_OBJ: dict[str, Any] = {"anyOf": [_OBJ, _NULL]}
+_MAYBE_STR: dict[str, Any] = {"anyOf": [_STR, _NULL]}
+_PARAMETER = {
+    "type": "object",
+    "properties": {
+        "name": _STR,
+        "description": _MAYBE_STR,
+        "selection": _STR,
+        "depends_on": {"type": "array", "items": _STR},
+    },
+    "required": ["name"],
+}
+_OFFERED = {
+    "type": "object",
+    "properties": {
+        "name": _STR,
+        "description": _MAYBE_STR,
+        "parameters": {"type": "array", "items": _PARAMETER},
+    },
+    "required": ["name", "parameters"],
+}
+# What a call answers when it does not run: `busy`, `stale_state`, ... (server.rejection).
+REFUSAL = {
+    "type": "object",
+    "properties": {"code": _STR, "message": _STR},
+    "required": ["code", "message"],
+    "additionalProperties": False,
+}
+_ANSWERS: dict[str, dict[str, Any]] = {
+    "observe": {
+        "type": "object",
+        "properties": {
+            "state_ref": _STR,
+            "session_id": _STR,
+            "goal": _STR,
+            "limits": _OBJ,
+            "tools": {"type": "array", "items": _OFFERED},
+            "complete": {"type": "boolean"},
+            "delegation": {
+                "type": "object",
+                "properties": {
+                    "available": {"type": "boolean"},
+                    "route": _MAYBE_STR,
+                    "direct_only": {"type": "boolean"},
+                    "same_tools_and_verifier": {"type": "boolean"},
+                },
+                "required": ["available", "direct_only", "same_tools_and_verifier"],
+            },
+            "artifact": _MAYBE_OBJ,
+            "final": _MAYBE_OBJ,
+            "note": _STR,
+        },
+        "required": ["state_ref", "session_id", "goal", "tools", "delegation", "artifact"],
+    },
+    "arguments": {
+        "type": "object",
+        "properties": {
+            "tool": _STR,
+            "state_ref": _STR,
+            "parameter": {"anyOf": [_PARAMETER, _NULL]},
+            "options": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {"id": _STR, "description": _MAYBE_STR},
+                    "required": ["id"],
+                },
+            },
+            "note": _STR,
+        },
+        "required": ["tool", "state_ref", "parameter", "options"],
+    },
+    "operate": {  # the outcome and the new state_ref, or (uncertain) the run's final
+        "type": "object",
+        "properties": {
+            "status": _STR,
+            "summary": _MAYBE_STR,
+            "text": _MAYBE_STR,
+            "error": _MAYBE_STR,
+            "state_ref": _STR,
+            "complete": {"type": "boolean"},
+            "artifact": _MAYBE_OBJ,
+            "final": _MAYBE_OBJ,
+        },
+        "required": ["status"],
+    },
+    "run_task": {  # the run's result (protocol/results.py RunResult)
+        "type": "object",
+        "properties": {
+            "session_id": _MAYBE_STR,
+            "status": _STR,
+            "summary": _STR,
+            "session_dir": _MAYBE_STR,
+            "artifact": _MAYBE_OBJ,
+        },
+        "required": ["session_id", "status", "summary"],
+    },
+}
+OUTPUTS: dict[str, dict[str, Any]] = {
+    name: {"type": "object", "anyOf": [answer, REFUSAL]} for name, answer in _ANSWERS.items()
+}
+
+# (readOnly, destructive, idempotent, openWorld), as true for each tool (DECISIONS.md).
+HINTS = {
+    "observe": (True, False, True, False),
+    "arguments": (True, False, True, False),
+    "operate": (False, True, True, True),
+    "run_task": (False, True, True, True),
+}
+TITLES = {
+    "observe": "Observe the task",
+    "arguments": "A parameter's options",
+    "operate": "Run one operation",
+    "run_task": "Delegate the task to Jev",
+}
+
+
+def hints(name: str) -> types.ToolAnnotations:
+    read_only, destructive, idempotent, open_world = HINTS[name]
+    return types.ToolAnnotations(
+        title=TITLES[name],
+        readOnlyHint=read_only,
+        destructiveHint=destructive,
+        idempotentHint=idempotent,
+        openWorldHint=open_world,
+    )
+
 
 def instructions(direct_only: bool) -> str:
     """The server's instructions: run_task is named only where it is offered."""
@@ -90,7 +223,17 @@ def instructions(direct_only: bool) -> str:
 def listed(direct_only: bool) -> list[types.Tool]:
     """The advertised tools: run_task only when delegation is possible."""
     names = ["observe", "arguments", "operate"] + ([] if direct_only else ["run_task"])
-    return [types.Tool(name=n, description=DESCRIPTIONS[n], inputSchema=SCHEMAS[n]) for n in names]
+    return [
+        types.Tool(
+            name=n,
+            title=TITLES[n],
+            description=DESCRIPTIONS[n],
+            inputSchema=SCHEMAS[n],
+            outputSchema=OUTPUTS[n],
+            annotations=hints(n),
+        )
+        for n in names
+    ]
 
 
 class BadArguments(Exception):

@@ -152,6 +152,11 @@ class RawClient:
         self.process.stdin.write(line.encode() + b"\n")
         self.process.stdin.flush()
 
+    def send_raw(self, line: str, ident: Any) -> dict[str, Any]:
+        """Send a frame as written; returns the response with `ident`."""
+        self.send(line)
+        return self.response(ident)
+
     def request(self, method: str, params: dict[str, Any] | None = None, **extra: Any) -> Any:
         """Send a request with the next id; returns the response frame with that id."""
         self._next += 1
@@ -164,6 +169,14 @@ class RawClient:
 
     def response(self, ident: Any) -> dict[str, Any]:
         """The server's response to request `ident` (frames before it are kept in `frames`)."""
+        return self.wait(lambda f: f.get("id") == ident and "method" not in f, repr(ident))
+
+    def notification(self, method: str) -> dict[str, Any]:
+        """The next frame of `method` the server writes (frames before it are kept)."""
+        return self.wait(lambda f: f.get("method") == method, method)
+
+    def wait(self, wanted: Any, what: str) -> dict[str, Any]:
+        """Read frames (each kept in `frames`) until one is `wanted`; returns it."""
         import select
         import time
 
@@ -175,11 +188,11 @@ class RawClient:
                 line, self._buffer = self._buffer.split(b"\n", 1)
                 frame = json.loads(line)  # the server writes nothing but JSON-RPC frames
                 self.frames.append(frame)
-                if frame.get("id") == ident and "method" not in frame:
+                if wanted(frame):
                     return frame
             left = deadline - time.monotonic()
             if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise TimeoutError(f"no response to {ident!r}; stderr: {self.server.stderr}")
+                raise TimeoutError(f"no {what}; stderr: {self.server.stderr}")
             chunk = os.read(fd, 65536)
             if not chunk:
                 raise EOFError(f"the server closed stdout; stderr: {self.server.stderr}")

@@ -1,11 +1,12 @@
 """`python -m jev_harness.mcp` driven by clients other than the `mcp` SDK's ClientSession.
 
 fastmcp 4 cannot be installed beside jmp (OpenHands pins fastmcp < 4, fastmcp 4 needs mcp >= 2),
-so its exchange was recorded once and is replayed here byte for byte by a hand-written stdio
-client (`RawClient`): fastmcp 4.1.6's `Client(StdioTransport(...))`, `list_tools()`,
-`call_tool("observe", {})`, its frames taken with `tee` between it and the server. It probes
-`server/discover` at MCP 2026-07-28 first, then falls back to `initialize` on any error that
-is not a modern one (MCP 2026-07-28, stdio "Backward Compatibility").
+so the handshake half of an exchange it recorded once (fastmcp 4.1.6's `Client(StdioTransport(
+...))`, `list_tools()`, `call_tool("observe", {})`, its frames taken with `tee` against a server
+that answered its `server/discover` probe with an error, so it fell back to `initialize`) is
+replayed here byte for byte by a hand-written stdio client (`RawClient`). Now that the server
+answers the probe (MCP 2026-07-28), such a client stays on 2026-07-28: test_mcp_revisions.py
+drives that with the mcp 2.x SDK itself.
 """
 
 from __future__ import annotations
@@ -63,15 +64,9 @@ def error(frame: dict[str, Any]) -> tuple[int, str]:
 def test_fastmcp_4s_exchange_and_what_no_sdk_client_sends(cli: HarnessCli) -> None:
     server = McpServer(cli, PICK, INPUTS, "--direct-only", key=False)
     with RawClient(server) as c:
-        # A stateless-revision client that skips the probe: told to initialize first.
-        early = c.request("tools/list", {"_meta": {VERSION_KEY: "2026-07-28"}})
-        code, text = error(early)
+        # An initialize-revision client that sends a request before initialize: told to.
+        code, text = error(c.request("tools/list"))
         assert code == -32600 and "initialize" in text and "2025-11-25" in text
-
-        c.send(FASTMCP_4[0])
-        code, text = error(c.response(1))  # the probe: a plain legacy error, not -32602
-        assert code == -32601 and "initialize" in text
-        assert all(revision in text for revision in REVISIONS)
 
         c.send(FASTMCP_4[1])
         init = c.response(2)["result"]
@@ -92,8 +87,13 @@ def test_fastmcp_4s_exchange_and_what_no_sdk_client_sends(cli: HarnessCli) -> No
         [row] = listed(cli)  # the first tool call created it
         assert row["session_id"] == observed["structuredContent"]["session_id"]
 
-        code, _ = error(c.request("resources/subscribe/nope", {}))
-        assert code == -32601
+        code, text = error(c.request("resources/subscribe/nope", {}))
+        assert code == -32601 and all(revision in text for revision in REVISIONS)
+        code, text = error(c.send_raw(FASTMCP_4[0], 1))  # the probe after initialize
+        assert code == -32601 and "initialize" in text
+        enveloped = c.request("tools/list", {"_meta": {VERSION_KEY: "2026-07-28"}})
+        code, text = error(enveloped)  # a 2026-07-28 request on an initialize connection
+        assert code == -32600 and "2026-07-28" in text
         code, text = error(c.request("tools/call", {"arguments": {}}))  # no tool name
         assert code == -32602 and "tools/call" in text and "name" in text
         assert c.close() == 0
