@@ -51,8 +51,8 @@ install-browser:
 	echo "note: no chromium (apt-get install -y --no-install-recommends chromium, as root): rendered-page tests will be skipped" >&2
 
 # The suite in TEST_WORKERS processes (pytest-xdist; tests/conftest.py keeps each file, and the
-# security matrix, on one worker): two by default, 650-700 s on this 2-core machine against
-# 750 s in one (docs/DECISIONS.md "The suite in two processes"); TEST_WORKERS=1 runs it in one.
+# rows of each security-matrix scenario, on one worker): two by default, 650-700 s on this
+# 2-core machine against 750 s in one (docs/DECISIONS.md "The suite in two processes"); TEST_WORKERS=1 runs it in one.
 # It ends with its 15 slowest tests (setup, call and teardown each), where the time goes.
 TEST_WORKERS ?= 2
 test:

@@ -70,17 +70,20 @@ def _distributing(config: pytest.Config) -> bool:
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist's
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """Under `-n` (the default `--dist load`): a whole file to one worker, as `--dist loadfile`
-    (its module fixtures are made once), and the whole security matrix (tests/security) to one
-    worker: its rows share one run per cell (tests/security/scenarios.py), which two workers
-    would each make."""
+    (its module fixtures are made once), and each scenario of the security matrix with all its
+    rows to one worker (tests/security/groups.py): its rows share one run per cell
+    (tests/security/scenarios.py), which two workers would each make; the scenarios share
+    nothing, and one worker running all four was the suite's critical path."""
     if config.getvalue("dist") != "load":
         return None
     from xdist.scheduler import LoadFileScheduling
 
+    from tests.security.groups import scope
+
     class FilesAndTheMatrix(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
-            return "tests/security" if path.startswith("tests/security/") else path
+            return scope(nodeid) if path.startswith("tests/security/") else path
 
     return FilesAndTheMatrix(config, log)
 

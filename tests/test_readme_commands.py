@@ -47,7 +47,9 @@ WHERE = {
     "make install": "the environment running this suite",
     "make check": "this suite, after lint and types (CI: test_ci_runs_the_readmes_commands)",
     "make install-browser": "CI, before make check (test_ci_runs_the_readmes_commands)",
-    "make test": "this suite (test_make_test_runs_in_two_processes_and_ends_with_its_slowest_tests)",
+    "make test": (
+        "this suite (test_make_test_runs_in_two_processes_and_ends_with_its_slowest_tests)"
+    ),
     "export TYPESAFE_API_KEY=...": "run",
     "export FLASH_API_KEY=...": "run",
     'jmp --workspace ~/src/project "add a --verbose flag to cli.py and run the tests"': "run",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from tests.security import scenarios, world
+from tests.security.groups import group_of_scenario
 from tests.security.pending import pending_for
 from tests.security.scenarios import Cell, Run, cells
 
@@ -36,14 +37,14 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("cell", params)
 
 
-_WANTED: list[tuple[str, Cell]] = []  # under pytest-xdist: prefetched at the first row
+_WANTED: dict[str, list[tuple[str, Cell]]] = {}  # under pytest-xdist: group -> its runs
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """The runs the selected rows need start now, in the background (scenarios.prefetch), with
     the environment as it is before any test changes it. Under pytest-xdist every worker
-    collects every row but only one runs them (tests/conftest.py's scheduler): that one starts
-    the runs at its first row."""
+    collects every row but each scenario's rows run on one worker (tests/conftest.py's
+    scheduler, groups.py): that one starts the group's runs at its first row of it."""
     if session.config.option.collectonly:
         return
     wanted = []
@@ -55,15 +56,16 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     if wanted:
         world.snapshot_environment()
         if hasattr(session.config, "workerinput"):
-            _WANTED[:] = wanted
+            for key in wanted:
+                _WANTED.setdefault(group_of_scenario(key[0]), []).append(key)
         else:
             scenarios.prefetch(wanted)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    if _WANTED:
-        wanted, _WANTED[:] = list(_WANTED), []
-        scenarios.prefetch(wanted)
+    for name in scenarios.SCENARIOS:
+        if name in item.fixturenames and (wanted := _WANTED.pop(group_of_scenario(name), None)):
+            scenarios.prefetch(wanted)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -39,6 +39,7 @@ from typing import Any
 import psutil
 
 from tests.security.frontends import FRONT_ENDS, FrontEnd, Outcome
+from tests.security.groups import SCENARIO_NAMES
 from tests.security.paths import PATHS, SpawnPath
 from tests.security.world import ESCAPES, PROBE, World, confine
 from tests.support.browser import missing_browser
@@ -144,35 +145,56 @@ def _cost(key: tuple[str, Cell]) -> int:
 
 
 def prefetch(keys: list[tuple[str, Cell]]) -> None:
-    """Run these in one background thread, longest first, while the suite runs other tests
+    """Run these in a background thread, longest first, while the suite runs other tests
     (they mostly wait on subprocesses): a row then finds its run done, or claims and runs
-    it itself if the thread has not got to it. MATRIX_PREFETCH=0 turns it off."""
-    if os.environ.get("MATRIX_PREFETCH", "1") == "0" or not keys or _LANE:
+    it itself if the thread has not got to it. Called again (under pytest-xdist, at the first
+    row of each scenario's group a worker gets), the new runs queue behind those already
+    queued. MATRIX_PREFETCH=0 turns it off."""
+    if os.environ.get("MATRIX_PREFETCH", "1") == "0" or not keys:
         return
-    todo = sorted(dict.fromkeys(keys), key=_cost)
-    stop = threading.Event()
-
-    def lane() -> None:
-        for path in {cell.spawn for _, cell in todo}:
-            with contextlib.suppress(Exception):  # prepare() reports what fails
-                path.warm_up(confine([]))
-        for key in todo:
-            if stop.is_set():
-                return
-            slot, mine = _claim(key)
-            if mine:
-                _execute(key, slot)
-
-    thread = threading.Thread(target=lane, daemon=True, name="matrix-prefetch")
-    _LANE.update(thread=thread, stop=stop)
+    with _LOCK:
+        queued: list[tuple[str, Cell]] = _LANE.setdefault("todo", [])
+        queued += sorted(dict.fromkeys(k for k in keys if k not in queued), key=_cost)
+        thread = _LANE.get("thread")
+        if thread is not None and thread.is_alive() and not _LANE.get("leaving"):
+            return
+        stop = _LANE.setdefault("stop", threading.Event())
+        _LANE["leaving"] = False
+        thread = threading.Thread(target=_lane, args=(stop,), daemon=True, name="matrix-prefetch")
+        _LANE["thread"] = thread
     thread.start()
+
+
+def _lane(stop: threading.Event) -> None:
+    """The prefetch thread: the queued runs, one at a time, until none is left. A confined
+    scenario's warm pool (the probe's: a pool serves only kernels confined as it is) is
+    launched first, so that its preload overlaps the cold runs."""
+    warmed: set[str] = set()
+    while not stop.is_set():
+        with _LOCK:
+            todo: list[tuple[str, Cell]] = _LANE["todo"]
+            if not todo:
+                _LANE["leaving"] = True
+                return
+            key = todo.pop(0)
+            confined = [cell.spawn for name, cell in [key, *todo] if name in CONFINED]
+        for path in confined:
+            if path.name not in warmed:
+                warmed.add(path.name)
+                with contextlib.suppress(Exception):  # prepare() reports what fails
+                    path.warm_up(confine([]))
+        slot, mine = _claim(key)
+        if mine:
+            _execute(key, slot)
 
 
 def close_all() -> None:
     """Stop the lane (after the run it is in) and remove every run's world."""
     if _LANE:
-        _LANE["stop"].set()
-        _LANE["thread"].join(RUN_TIMEOUT_S + 60)
+        _LANE.setdefault("stop", threading.Event()).set()
+        thread = _LANE.get("thread")
+        if thread is not None:
+            thread.join(RUN_TIMEOUT_S + 60)
         _LANE.clear()
     for slot in _SLOTS.values():
         if isinstance(slot.value, Run):
@@ -430,3 +452,5 @@ SCENARIOS: dict[str, Callable[[Cell], Run]] = {
     "kernel_kill": _kernel_kill,
     "powercut": _powercut,
 }
+assert tuple(SCENARIOS) == SCENARIO_NAMES, "groups.py schedules the scenarios by these names"
+CONFINED = {"probe"}  # the scenarios whose front end runs confined (World(confined=True))
