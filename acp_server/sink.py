@@ -40,8 +40,12 @@ class Sink:
     def bind(self, handle: Handle) -> Translator:
         session = handle.session
         self.translator = Translator(
-            session.workspace, session.artifacts.read_text, session.redactor
+            session.workspace,
+            session.artifacts.read_text,
+            session.redactor,
+            context_size=handle.agent.models.settings.flash_context_bytes,
         )
+        self.translator.known(session.events)
         self.approver.load(session)
         self.handle = handle
         handle.sink = self

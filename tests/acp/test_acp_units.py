@@ -325,13 +325,55 @@ def test_thoughts_say_what_the_agent_does_between_calls() -> None:
         ),
         ModelStartedData(stage="respond", model="flash"),
     )
-    said = [u.content.text for e in log for u in translator.live(e)]
-    assert [u.session_update for e in log for u in Translator(WS).live(e)] == [
-        "agent_thought_chunk"
-    ] * 7
+    updates = [u for e in log for u in translator.live(e)]
+    said = [u.content.text for u in updates if u.session_update == "agent_thought_chunk"]
+    assert len(said) == 7  # one thought per step, each followed by the turn's plan (below)
+    assert [u.session_update for u in updates] == ["agent_thought_chunk", "plan"] * 7
     assert said[1] == "Next: bash (confidence 0.90).\n"
     assert said[2] == "Writing the arguments for bash…\n" and "built in code" in said[3]
     assert said[5].startswith("Review: work remains") and said[6] == "Writing the answer…\n"
+
+
+def test_the_plan_lists_the_steps_taken_and_the_one_under_way() -> None:
+    """Issue 34 item 2: `plan` entries say what jmp is doing (choosing, reviewing, writing the
+    arguments, running a call, writing the answer): never a `pending` step it cannot know, the
+    last one `in_progress`, all `completed` when the turn ends (a cancelled step is dropped)."""
+    from protocol.events import FinalData, ModelStartedData, RouteData
+
+    translator = Translator(WS)
+    log = events(
+        UserData(text="run the tests"),
+        ModelStartedData(stage="route", model="jev"),
+        RouteData(choice="bash", confidence=0.9, context_bytes=1, probabilities={"bash": 0.9}),
+        ModelStartedData(stage="generate", model="flash"),
+        started("c1", target="pytest -q"),
+    )
+    plans = [u for e in log for u in translator.live(e) if u.session_update == "plan"]
+    last = plans[-1].entries
+    assert [(p.content, p.status) for p in last] == [
+        ("Choose the next step: bash (0.90)", "completed"),
+        ("Write the arguments for bash", "completed"),
+        ("Run pytest -q", "in_progress"),
+    ]
+    assert all(p.priority == "medium" for p in last)
+    assert not any(p.status == "pending" for plan in plans for p in plan.entries)
+    again = Translator(WS)
+    for e in log:
+        again.live(e)
+    (done,) = [
+        u
+        for e in events(FinalData(status="completed", summary="ok"))
+        for u in translator.live(e)
+        if u.session_update == "plan"
+    ]
+    assert {p.status for p in done.entries} == {"completed"}
+    (cut,) = [
+        u
+        for e in events(FinalData(status="cancelled", summary=""))
+        for u in again.live(e)
+        if u.session_update == "plan"
+    ]
+    assert [p.content for p in cut.entries] == [p.content for p in last[:2]]
 
 
 def test_a_rejected_call_replays_as_rejected_and_never_as_started() -> None:
