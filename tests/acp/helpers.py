@@ -33,7 +33,6 @@ from tests.acp.schema_check import Sender
 from tests.support.cli import ROOT, Cli
 from tests.support.warm import processes_of
 
-
 # Updates about the session beside the conversation (issue 34 item 2), which `shown` leaves out.
 BESIDE = frozenset(
     {
@@ -300,6 +299,12 @@ class Wire:
             with contextlib.suppress(ValueError):
                 self.log.add("agent", json.loads(line))
         return self.proc.wait(timeout=60), rest
+
+
+def only_updates(rest: bytes) -> bool:
+    """True when what the agent wrote after the last response is session/update notifications
+    only (a session opened last announces itself after its answer: issue 34)."""
+    return all(json.loads(line).get("method") == "session/update" for line in rest.splitlines())
 
 
 def check_acp_frame(frame: dict[str, Any], method: str | None = None) -> None:
