@@ -158,6 +158,7 @@ class SessionMethods:
             return
         translator = handle.sink.translator
         await self.sender.send_update(session_id, commands.update(unsettled(handle)))
+        await self.table.call(partial(translator.known, handle.session.events), handle)
         if translator.title:
             last = handle.session.events[-1].time if len(handle.session.events) else None
             await self.sender.send_update(session_id, info(translator.title, last))

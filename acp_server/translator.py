@@ -63,7 +63,7 @@ PENDING_TEXT = (
     "Nothing re-ran it; the next prompt asks whether to acknowledge it."
 )
 CUT_OFF = "\n\n(Cancelled: the answer above is incomplete, and it was not recorded.)"
-USAGE_LOOKBACK = 10_000  # records an opened session's last Flash usage is looked for in
+USAGE_LOOKBACK = 1_000  # records an opened session's last Flash usage is looked for in
 STARTED_OVER = "\n\n"  # the recorded answer does not continue what streamed: it follows whole
 
 
@@ -136,12 +136,9 @@ class Translator:
         return []
 
     def known(self, events: Sequence[Event]) -> None:
-        """What an opened session's log already says: its title and its last Flash usage (read
-        from the end, at most USAGE_LOOKBACK records)."""
-        for event in events:
-            if isinstance(event.data, UserData):
-                self.title = title_of(event.data.text)
-                break
+        """The context an opened session's last Flash request held (its `usage`, looked for
+        from the log's end in at most USAGE_LOOKBACK records; it decodes them, so it runs after
+        the answer that opened the session, never while binding)."""
         for n, event in enumerate(reversed(events)):
             if n >= USAGE_LOOKBACK:
                 break
