@@ -193,6 +193,9 @@ class JmpAcpAgent:
     async def _command(self, handle: Handle, command: commands.Command) -> PromptResponse:
         """`/compact` (no model, no key) or `/mode auto|ask` (acp_server/commands.py)."""
         if command.name == commands.MODE:
+            if command.argument not in (modes.AUTO, modes.ASK):
+                await self._say(handle, f"No mode {command.argument!r}: type /mode auto or ask.")
+                return PromptResponse(stop_reason="end_turn")
             mode = modes.check(command.argument)
             await self.sessions.switch_mode(handle, mode)
             shown = next(m.name for m in modes.MODES if m.id == mode)

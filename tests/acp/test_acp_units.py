@@ -427,3 +427,41 @@ def test_titles_skip_embedded_context_and_untitled_sessions_say_so(tmp_path: Pat
     infos = session_infos(list_sessions(tmp_path / "home"), str(workspace))
     titles = sorted(info.title or "" for info in infos)
     assert titles == ["Explain this function", UNTITLED], titles
+
+
+def test_a_prompt_is_a_command_only_when_it_names_one() -> None:
+    from acp_server import commands
+
+    assert commands.parse("/compact") == commands.Command("compact")
+    assert commands.parse("  /mode ask ") == commands.Command("mode", "ask")
+    assert commands.parse("/acknowledge") == commands.Command("acknowledge")
+    for request in ("/usr/bin/env is broken", "/compactify", "compact", "please /compact"):
+        assert commands.parse(request) is None, request
+    assert [c.name for c in commands.available(False)] == ["compact", "mode"]
+    assert [c.name for c in commands.available(True)] == ["compact", "acknowledge", "mode"]
+
+
+def test_usage_is_flash_s_last_request_against_the_context_budget() -> None:
+    from acp_server.usage import UsageMeter
+    from protocol.events import UsageData
+
+    meter = UsageMeter(96000)
+    jev = UsageData(
+        provider="typesafe",
+        stage="route",
+        model="jev",
+        seconds=0.1,
+        usage={"input_tokens": 50, "output_tokens": 2},
+    )
+    assert meter.feed(jev) is None  # nothing before Flash has reported
+    flash = UsageData(
+        provider="deepseek",
+        stage="respond",
+        model="f",
+        seconds=0.2,
+        usage={"prompt_tokens": 300, "completion_tokens": 20, "total_tokens": 320},
+    )
+    update = meter.feed(flash)
+    assert update is not None and (update.used, update.size, update.cost) == (320, 96000, None)
+    assert update.field_meta["jmp"]["inputTokens"] == 350
+    assert update.field_meta["jmp"]["requests"] == 2
