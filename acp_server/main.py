@@ -95,6 +95,7 @@ async def serve_transport(
 
     transport.redactor_for = agent.redactor_for
     transport.on_end = agent.stop_runs
+    transport.on_opened = agent.opened
     # The SDK's router answers "method not found" for the Agent methods jmp leaves out. Its
     # "unstable" flag only lifts its gate on session/resume and session/close (stable in the
     # schema it was generated from, 1.19): jmp serves no other method the flag would route.

@@ -17,9 +17,15 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from acp import RequestError
+from acp.helpers import update_current_mode
 from acp.schema import (
     AllowedOutcome,
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
     PermissionOption,
+    SessionConfigOptionBoolean,
+    SessionConfigOptionSelect,
+    SessionConfigSelectOption,
     SessionMode,
     SessionModeState,
     ToolCallUpdate,
@@ -74,6 +80,54 @@ CANCEL_GRACE_S = 10.0  # after a cancel, how long a client has to answer `cancel
 
 def state(current: ModeId) -> SessionModeState:
     return SessionModeState(current_mode_id=current, available_modes=list(MODES))
+
+
+CONFIG_ID = "mode"  # the one session config option: the mode, kept equal to `modes`
+
+
+ConfigOptions = list[SessionConfigOptionSelect | SessionConfigOptionBoolean]
+
+
+def config_options(current: ModeId) -> ConfigOptions:
+    """The session's config options (ACP "Session Config Options"): the mode as a `select` of
+    category `mode`, the same two modes as `modes` (clients that know config options use these,
+    the others `modes`; both always say the same)."""
+    options: ConfigOptions = [
+        SessionConfigOptionSelect(
+            id=CONFIG_ID,
+            name="Mode",
+            description="Whether writes, edits, commands and MCP calls wait for your answer",
+            category="mode",
+            type="select",
+            current_value=current,
+            options=[
+                SessionConfigSelectOption(value=m.id, name=m.name, description=m.description)
+                for m in MODES
+            ],
+        )
+    ]
+    return options
+
+
+def changed(current: ModeId) -> list[CurrentModeUpdate | ConfigOptionUpdate]:
+    """The updates that tell a client the mode changed, in both of ACP's ways."""
+    return [
+        update_current_mode(current),
+        ConfigOptionUpdate(
+            session_update="config_option_update", config_options=list(config_options(current))
+        ),
+    ]
+
+
+def check_option(config_id: str, value: object) -> ModeId:
+    """The mode a `session/set_config_option` asks for; invalid params for anything else."""
+    if config_id != CONFIG_ID:
+        reason = f"no config option {config_id!r}: jmp has {CONFIG_ID!r}"
+        raise RequestError(INVALID_PARAMS, reason, {"errorClass": "UsageError"})
+    if not isinstance(value, str):
+        reason = f"config option {CONFIG_ID!r} is a select: its value is a mode id, not {value!r}"
+        raise RequestError(INVALID_PARAMS, reason, {"errorClass": "UsageError"})
+    return check(value)
 
 
 def check(mode_id: str) -> ModeId:

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
-from acp import RequestError
+from acp import RequestError, update_agent_message_text
 from acp.schema import (
     CloseSessionResponse,
     InitializeResponse,
@@ -28,15 +28,16 @@ from acp.schema import (
     NewSessionResponse,
     PromptResponse,
     ResumeSessionResponse,
+    SetSessionConfigOptionResponse,
     SetSessionModeResponse,
 )
 
-from acp_server import hello, permission
+from acp_server import commands, hello, modes, permission
 from acp_server.config import WARM_SESSIONS
 from acp_server.content import prompt_text
 from acp_server.errors import JMP_ERROR
 from acp_server.sender import Sender
-from acp_server.session_methods import SessionMethods
+from acp_server.session_methods import SessionMethods, unsettled
 from acp_server.sessions import ClientServer, Config, Handle
 from acp_server.table import SessionTable
 from kernel.store import pending
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
     from acp.interfaces import Client
 
     from kernel.store.redact import Redactor
+
+
+NOTHING_TO_ACKNOWLEDGE = "Nothing to acknowledge: no call of this session has an unknown outcome."
 
 
 class JmpAcpAgent:
@@ -58,6 +62,8 @@ class JmpAcpAgent:
         self.table = SessionTable(config)
         self.sessions = SessionMethods(config, self.table, self.sender)
         self._coolers: set[asyncio.Future[None]] = set()
+        self._told: set[asyncio.Future[None]] = set()  # announcements under way
+        self._offered: dict[str, bool] = {}  # per session: was `/acknowledge` last offered
 
     @property
     def handles(self) -> dict[str, Handle]:
@@ -117,8 +123,22 @@ class JmpAcpAgent:
     ) -> SetSessionModeResponse:
         return await self.sessions.set_session_mode(mode_id, session_id)
 
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **_: Any
+    ) -> SetSessionConfigOptionResponse:
+        return await self.sessions.set_config_option(config_id, session_id, value)
+
     async def list_sessions(self, cwd: str | None = None, **_: Any) -> ListSessionsResponse:
         return await self.sessions.list_sessions(cwd)
+
+    def opened(self, session_id: str) -> None:
+        """The answer that opened a session is written (acp_server/wire.py): announce it."""
+        handle = self.handles.get(session_id)
+        if handle is not None:
+            self._offered[session_id] = unsettled(handle)
+        told = asyncio.ensure_future(self.sessions.announce(session_id))
+        self._told.add(told)
+        told.add_done_callback(self._told.discard)
 
     # --- prompts ------------------------------------------------------------------------
 
@@ -133,10 +153,21 @@ class JmpAcpAgent:
         # here on (even before the run has started) is this prompt's, and is kept.
         handle.busy = True
         handle.agent.cancel.clear()
+        command = commands.parse(text)
+        request: str | None = text
         try:
+            if command is not None and command.name != commands.ACKNOWLEDGE:
+                return await self._command(handle, command)
             await self.table.call(lambda: self.config.settings().require_keys(), handle)
             acknowledge = False
             waiting = pending.unsettled(handle.session.events)
+            if command is not None:  # `/acknowledge`: asked by typing it, so not asked again
+                if not waiting:
+                    await self._say(
+                        handle, "Nothing to acknowledge: no call has an unknown outcome."
+                    )
+                    return PromptResponse(stop_reason="end_turn")
+                request, acknowledge, waiting = None, True, []
             if waiting:
                 if handle.agent.cancel.is_set():
                     return PromptResponse(stop_reason="cancelled")  # nothing asked or recorded
@@ -144,10 +175,13 @@ class JmpAcpAgent:
                 if choice is None:
                     return PromptResponse(stop_reason="cancelled")
                 acknowledge = choice
-            result = await self.table.call(partial(handle.run, text, acknowledge), handle, run=True)
+            result = await self.table.call(
+                partial(handle.run, request, acknowledge), handle, run=True
+            )
         finally:
             handle.busy = False
             handle.last_prompt = time.monotonic()
+            await self._offer(handle)
         cooler = asyncio.ensure_future(self._cool_others())  # after the response
         self._coolers.add(cooler)
         cooler.add_done_callback(self._coolers.discard)
@@ -155,6 +189,33 @@ class JmpAcpAgent:
         if result["status"] == "cancelled":
             return PromptResponse(stop_reason="cancelled")
         return PromptResponse(stop_reason="end_turn")
+
+    async def _command(self, handle: Handle, command: commands.Command) -> PromptResponse:
+        """`/compact` (no model, no key) or `/mode auto|ask` (acp_server/commands.py)."""
+        if command.name == commands.MODE:
+            if command.argument not in (modes.AUTO, modes.ASK):
+                await self._say(handle, f"No mode {command.argument!r}: type /mode auto or ask.")
+                return PromptResponse(stop_reason="end_turn")
+            mode = modes.check(command.argument)
+            await self.sessions.switch_mode(handle, mode)
+            shown = next(m.name for m in modes.MODES if m.id == mode)
+            await self._say(handle, f"Mode: {mode} ({shown}).")
+            return PromptResponse(stop_reason="end_turn")
+        result = await self.table.call(partial(handle.compact), handle, run=True)
+        if result["status"] == "cancelled":
+            return PromptResponse(stop_reason="cancelled")
+        await self._say(handle, str(result.get("summary") or "Compacted."))
+        return PromptResponse(stop_reason="end_turn")
+
+    async def _say(self, handle: Handle, text: str) -> None:
+        await self.sender.send_update(handle.id, update_agent_message_text(text))
+
+    async def _offer(self, handle: Handle) -> None:
+        """A new `available_commands_update` when `/acknowledge` comes or goes."""
+        now = unsettled(handle)
+        if self._offered.get(handle.id) != now:
+            self._offered[handle.id] = now
+            await self.sender.send_update(handle.id, commands.update(now))
 
     async def cancel(self, session_id: str, **_: Any) -> None:
         """Set the run's cancel Event; the prompt answers `cancelled` when the run stops."""

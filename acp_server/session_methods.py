@@ -17,19 +17,28 @@ from acp.schema import (
     LoadSessionResponse,
     NewSessionResponse,
     ResumeSessionResponse,
+    SetSessionConfigOptionResponse,
     SetSessionModeResponse,
 )
 
-from acp_server import history, modes, sessions
+from acp_server import commands, history, modes, sessions
 from acp_server.config import Config, load_turns
 from acp_server.errors import JMP_ERROR
 from acp_server.sender import Sender
 from acp_server.sessions import ClientServer, Handle
 from acp_server.sink import Sink
 from acp_server.table import SessionTable
+from acp_server.updates import info
+from kernel.store import pending
 from protocol.events import ModeData
+from protocol.events import SessionMode as ModeId
 
 CLOSE_POLL_S = 0.05  # how often `session/close` looks whether the prompt it cancelled ended
+
+
+def unsettled(handle: Handle) -> bool:
+    """Whether the session has a call whose outcome is unknown (`/acknowledge` is offered)."""
+    return bool(pending.unsettled(handle.session.events))
 
 
 class SessionMethods:
@@ -49,7 +58,10 @@ class SessionMethods:
         )
         sink.bind(handle)
         self.table.handles[handle.id] = handle
-        return NewSessionResponse(session_id=handle.id, modes=modes.state(sink.approver.mode))
+        mode = sink.approver.mode
+        return NewSessionResponse(
+            session_id=handle.id, modes=modes.state(mode), config_options=modes.config_options(mode)
+        )
 
     async def load_session(
         self,
@@ -75,8 +87,11 @@ class SessionMethods:
             await self.sender.send_update(handle.id, replayed)
             updates += 1
             turns += replayed.session_update == "user_message_chunk"
+        mode = sink.approver.mode
         return LoadSessionResponse(
-            modes=modes.state(sink.approver.mode), field_meta=shown.meta(updates, turns, limit)
+            modes=modes.state(mode),
+            config_options=modes.config_options(mode),
+            field_meta=shown.meta(updates, turns, limit),
         )
 
     async def resume_session(
@@ -87,8 +102,10 @@ class SessionMethods:
         **_: Any,
     ) -> ResumeSessionResponse:
         """Open it as `session/load` does, without replaying its history."""
-        sink = (await self._open(cwd, session_id, mcp_servers))[1]
-        return ResumeSessionResponse(modes=modes.state(sink.approver.mode))
+        mode = (await self._open(cwd, session_id, mcp_servers))[1].approver.mode
+        return ResumeSessionResponse(
+            modes=modes.state(mode), config_options=modes.config_options(mode)
+        )
 
     async def close_session(self, session_id: str, **_: Any) -> CloseSessionResponse:
         """Cancel its prompt (as `session/cancel`), wait for it, then release its workers and
@@ -106,14 +123,48 @@ class SessionMethods:
     async def set_session_mode(
         self, mode_id: str, session_id: str, **_: Any
     ) -> SetSessionModeResponse:
-        """Recorded in the log (`mode`), so that a new process on the session keeps it."""
-        handle = self.table.get(session_id)
-        mode = modes.check(mode_id)
-        sink = handle.sink
-        if sink.approver.mode != mode:
-            await self.table.call(partial(handle.session.append, ModeData(mode=mode), True), handle)
-            sink.approver.mode = mode
+        """Recorded in the log (`mode`), so that a new process on the session keeps it; the
+        client's config options are told too (`config_option_update`)."""
+        await self.switch_mode(self.table.get(session_id), modes.check(mode_id))
         return SetSessionModeResponse()
+
+    async def set_config_option(
+        self, config_id: str, session_id: str, value: str | bool, **_: Any
+    ) -> SetSessionConfigOptionResponse:
+        """The mode, as a config option (its one option); `current_mode_update` tells the
+        clients that follow `modes`."""
+        handle = self.table.get(session_id)
+        mode = modes.check_option(config_id, value)
+        await self.switch_mode(handle, mode)
+        return SetSessionConfigOptionResponse(config_options=modes.config_options(mode))
+
+    async def switch_mode(self, handle: Handle, mode: ModeId) -> None:
+        """Record a new mode and tell the client both ways (`current_mode_update`,
+        `config_option_update`); nothing when it is the mode already."""
+        sink = handle.sink
+        if sink.approver.mode == mode:
+            return
+        await self.table.call(partial(handle.session.append, ModeData(mode=mode), True), handle)
+        sink.approver.mode = mode
+        for update in modes.changed(mode):
+            await self.sender.send_update(handle.id, update)
+
+    async def announce(self, session_id: str) -> None:
+        """What a client shows of a session it just opened, sent after the answer that named
+        it: the commands it can type, and for a session with history its title, last activity
+        and the context its last Flash request held (`usage_update`)."""
+        handle = self.table.handles.get(session_id)
+        if handle is None or handle.sink is None or handle.sink.translator is None:
+            return
+        translator = handle.sink.translator
+        await self.sender.send_update(session_id, commands.update(unsettled(handle)))
+        await self.table.call(partial(translator.known, handle.session.events), handle)
+        if translator.title:
+            last = handle.session.events[-1].time if len(handle.session.events) else None
+            await self.sender.send_update(session_id, info(translator.title, last))
+        usage = translator.usage.update()
+        if usage is not None:
+            await self.sender.send_update(session_id, usage)
 
     async def list_sessions(self, cwd: str | None = None, **_: Any) -> ListSessionsResponse:
         from acp_server.listing import session_infos

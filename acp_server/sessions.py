@@ -44,13 +44,21 @@ class Handle:
     def id(self) -> str:
         return self.session.id
 
-    def run(self, text: str, acknowledge: bool) -> dict[str, Any]:
+    def run(self, text: str | None, acknowledge: bool) -> dict[str, Any]:
         """One `Agent.run` for a prompt (in a worker thread); every record of it is shown
         before the prompt's response, also when the run raised."""
         try:
             return self.agent.run(prompt=text, acknowledge_pending=acknowledge)
         finally:
             with contextlib.suppress(JmpError):  # the run's own error says what failed
+                self.session.sync()
+
+    def compact(self) -> dict[str, Any]:
+        """`/compact`: the CLI's `--compact` (local, no model call); shown before the reply."""
+        try:
+            return self.agent.run(prompt=None, compact=True)
+        finally:
+            with contextlib.suppress(JmpError):
                 self.session.sync()
 
     def cool(self) -> None:

@@ -24,6 +24,23 @@ from protocol.events import Event
 if TYPE_CHECKING:
     from acp_server.sender import Sender
     from acp_server.sessions import Handle
+    from kernel.store.session import Session
+
+
+def title_of_session(session: Session) -> str:
+    """Its title as `session/list` gives it, read from the log's first lines (the catalog's
+    reader: no record of the history is decoded)."""
+    from kernel.store.catalog import read_info
+
+    row = read_info(session.directory)
+    return row.title if row is not None else ""
+
+
+def context_size(handle: Handle) -> int:
+    """The `size` of the session's `usage_update`: its FLASH_CONTEXT_BYTES (acp_server/usage.py)."""
+    agent = getattr(handle, "agent", None)
+    settings = getattr(getattr(agent, "models", None), "settings", None)
+    return int(getattr(settings, "flash_context_bytes", 0))
 
 
 class Sink:
@@ -40,8 +57,12 @@ class Sink:
     def bind(self, handle: Handle) -> Translator:
         session = handle.session
         self.translator = Translator(
-            session.workspace, session.artifacts.read_text, session.redactor
+            session.workspace,
+            session.artifacts.read_text,
+            session.redactor,
+            context_size=context_size(handle),
         )
+        self.translator.title = title_of_session(session)
         self.approver.load(session)
         self.handle = handle
         handle.sink = self

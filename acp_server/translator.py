@@ -24,29 +24,36 @@ from acp import (
 )
 from acp.schema import ToolCallProgress
 
+from acp_server.plan import TurnPlan
 from acp_server.stream import AnswerStream, Redacts
 from acp_server.thoughts import Thoughts
 from acp_server.updates import (
     Request,
     Update,
     finished,
+    info,
     locations,
     message,
     proposed,
     refused,
+    running,
     said,
     started,
     title,
     tool_kind,
     uncertain,
 )
+from acp_server.usage import UsageMeter
+from kernel.store.catalog import title_of
 from protocol.events import (
     ApprovalData,
     Event,
     FinalData,
     ToolFinishedData,
+    ToolProgressData,
     ToolStartedData,
     ToolUncertainData,
+    UsageData,
     UserData,
 )
 
@@ -56,6 +63,7 @@ PENDING_TEXT = (
     "Nothing re-ran it; the next prompt asks whether to acknowledge it."
 )
 CUT_OFF = "\n\n(Cancelled: the answer above is incomplete, and it was not recorded.)"
+USAGE_LOOKBACK = 1_000  # records an opened session's last Flash usage is looked for in
 STARTED_OVER = "\n\n"  # the recorded answer does not continue what streamed: it follows whole
 
 
@@ -67,26 +75,54 @@ class Translator:
         workspace: Path,
         read_artifact: ReadArtifact | None = None,
         redactor: Redacts | None = None,
+        context_size: int = 0,
     ) -> None:
         self.workspace = workspace
         self.read_artifact = read_artifact
         self.redactor = redactor
         self.stream: AnswerStream | None = None
         self.thoughts = Thoughts()
+        self.plan = TurnPlan()
+        self.usage = UsageMeter(context_size)
+        self.title = ""  # the session's title (its first request), once known
         self._started: dict[str, ToolStartedData] = {}
         self._announced: set[str] = set()
         self._pending: set[str] = set()  # shown `pending` while the person was asked
+        self._shown: dict[str, list[Any]] = {}  # the content a pending call was shown with
 
     # --- live -----------------------------------------------------------------------
 
     def live(self, event: Event) -> list[Update]:
-        """The updates one live event becomes (none for usage, progress, ...)."""
+        """The updates one live event becomes: the event's own (a thought, a call, a message),
+        then the turn's plan, the usage and the session's info where it changed them."""
         data = event.data
+        shown = self._own(data)
+        called = getattr(data, "tool", "")
+        named = title(called, getattr(data, "target", ""), self.workspace) if called else ""
+        plan = self.plan.feed(data, named)
+        if plan is not None:
+            shown.append(plan)
+        if isinstance(data, UsageData):
+            usage = self.usage.feed(data)
+            if usage is not None:
+                shown.append(usage)
+        if isinstance(data, UserData) and not self.title:
+            self.title = title_of(data.text)
+            shown.append(info(self.title, event.time))
+        elif isinstance(data, FinalData):
+            shown.append(info(self.title, event.time))
+        return shown
+
+    def _own(self, data: Any) -> list[Update]:
         thought = self.thoughts.line(data)
         if thought is not None:
             return [update_agent_thought_text(thought)]
         if isinstance(data, ToolStartedData):
             return [self._start(data)]
+        if isinstance(data, ToolProgressData):
+            if data.call_id not in self._announced:
+                return []
+            return [running(data.call_id, data.elapsed_s, self._shown.get(data.call_id, []))]
         if isinstance(data, ToolFinishedData):
             update = finished(data, self._request(data.call_id))
             return self._end(data.call_id, update, data.tool, data.target)
@@ -99,13 +135,27 @@ class Translator:
             return self._final(data)
         return []
 
+    def known(self, events: Sequence[Event]) -> None:
+        """The context an opened session's last Flash request held (its `usage`, looked for
+        from the log's end in at most USAGE_LOOKBACK records; it decodes them, so it runs after
+        the answer that opened the session, never while binding)."""
+        for n, event in enumerate(reversed(events)):
+            if n >= USAGE_LOOKBACK:
+                break
+            data = event.data
+            if isinstance(data, UsageData) and data.provider != "typesafe":
+                self.usage.held(data)
+                break
+
     def asking(
         self, call_id: str, tool: str, target: str, arguments: dict[str, Any]
     ) -> list[Update]:
         """The `pending` tool call shown before its permission request."""
         self._announced.add(call_id)
         self._pending.add(call_id)
-        return [proposed(call_id, tool, target, arguments, self.workspace)]
+        shown = proposed(call_id, tool, target, arguments, self.workspace)
+        self._shown[call_id] = list(shown.content or [])
+        return [shown]
 
     def answer(self, offset: int, text: str) -> list[Update]:
         """A piece of the answer as it streams: what may be sent of it now."""

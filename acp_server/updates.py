@@ -9,6 +9,7 @@ The per-session state (which calls the client has seen, the stream) is acp_serve
 from __future__ import annotations
 
 import contextlib
+import datetime
 import os
 import stat
 from pathlib import Path
@@ -24,11 +25,17 @@ from acp import (
 )
 from acp.schema import (
     AgentMessageChunk,
+    AgentPlanUpdate,
     AgentThoughtChunk,
+    AvailableCommandsUpdate,
+    ConfigOptionUpdate,
+    CurrentModeUpdate,
+    SessionInfoUpdate,
     ToolCallLocation,
     ToolCallProgress,
     ToolCallStart,
     ToolKind,
+    UsageUpdate,
     UserMessageChunk,
 )
 
@@ -42,7 +49,19 @@ from protocol.events import (
     ToolUncertainData,
 )
 
-Update = AgentMessageChunk | AgentThoughtChunk | UserMessageChunk | ToolCallStart | ToolCallProgress
+Update = (
+    AgentMessageChunk
+    | AgentThoughtChunk
+    | UserMessageChunk
+    | ToolCallStart
+    | ToolCallProgress
+    | AgentPlanUpdate
+    | UsageUpdate
+    | SessionInfoUpdate
+    | AvailableCommandsUpdate
+    | CurrentModeUpdate
+    | ConfigOptionUpdate
+)
 Request = dict[str, Any]  # a call's validated request artifact: {tool, arguments, target}
 
 TITLE_CHARS = 120
@@ -139,6 +158,30 @@ def finished(data: ToolFinishedData, request: Request | None) -> ToolCallProgres
         data.call_id,
         status="completed" if data.status == "ok" else "failed",
         content=content,
+    )
+
+
+def running(call_id: str, elapsed_s: float, shown: list[Any]) -> ToolCallProgress:
+    """A call's heartbeat (`tool_progress`): what it showed so far, then how long it has run."""
+    text = f"Still running: {elapsed_s:.0f} s so far."
+    update = update_tool_call(
+        call_id, status="in_progress", content=[*shown, tool_content(text_block(text))]
+    )
+    update.field_meta = {"jmp": {"elapsedS": elapsed_s}}
+    return update
+
+
+def when(time_s: float | None) -> str | None:
+    """A record's time as ISO 8601 (UTC), as `session/list` gives `updatedAt`."""
+    if not time_s:
+        return None
+    return datetime.datetime.fromtimestamp(time_s, datetime.UTC).isoformat()
+
+
+def info(title: str | None, time_s: float | None) -> SessionInfoUpdate:
+    """`session_info_update`: the title (when known) and the time of the last activity."""
+    return SessionInfoUpdate(
+        session_update="session_info_update", title=title or None, updated_at=when(time_s)
     )
 
 

@@ -44,6 +44,9 @@ ID_SCAN_BYTES = 4096  # of an over-long line, where its id is looked for
 REQUEST_CANCELLED = -32800  # the schema's code for a request that was cancelled
 
 
+OPENERS = frozenset({"session/new", "session/load", "session/resume"})
+
+
 class _Overlong:
     """A line that was discarded; its first bytes, to find its id."""
 
@@ -62,12 +65,16 @@ class StdioTransport:
         max_line_bytes: int = MAX_LINE_BYTES,
         on_end: Callable[[], None] | None = None,
     ) -> None:
+        # Called once the response to a session/new, load or resume is written, with the
+        # session's id: what an agent says about a session follows the answer that names it.
+        self.on_opened: Callable[[str], None] | None = None
         self._reader = reader
         self._writer = writer
         self.redactor_for = redactor_for
         self.on_end = on_end
         self._max = max_line_bytes
         self._session_of: dict[tuple[str, Any], str] = {}  # request id -> its sessionId
+        self._opening: set[tuple[str, Any]] = set()  # ids of session/new, load, resume
         self._closed = False
         self._inflight: set[tuple[str, Any]] = set()  # the client's requests not yet answered
         self._ours: dict[tuple[str, Any], Any] = {}  # our requests not yet answered: their ids
@@ -123,6 +130,7 @@ class StdioTransport:
         """Redact (with the session's redactor when the message belongs to one), encode, write."""
         key = _key(message.get("id"))
         answer = "method" not in message and "id" in message
+        named = self._session_of.get(key) if answer else None  # `_session` forgets it
         if "method" in message and "id" in message:
             self._ours[key] = message["id"]
             self._changed.set()  # while draining, it ends at once: nobody can answer it
@@ -137,6 +145,20 @@ class StdioTransport:
             if answer and key in self._inflight:
                 self._inflight.discard(key)
                 self._changed.set()
+        if answer and key in self._opening:
+            self._opening.discard(key)
+            opened = self._opened_id(message, named)
+            if opened is not None and self.on_opened is not None:
+                self.on_opened(opened)
+
+    @staticmethod
+    def _opened_id(message: dict[str, Any], named: str | None) -> str | None:
+        """The session a successful answer to session/new, load or resume opened."""
+        result = message.get("result")
+        if not isinstance(result, Mapping):
+            return None
+        opened = result.get("sessionId", named)
+        return opened if isinstance(opened, str) else None
 
     async def close(self) -> None:
         if self._closed:
@@ -154,6 +176,8 @@ class StdioTransport:
         params = message.get("params")
         if "method" in message and "id" in message:
             self._inflight.add(_key(message["id"]))
+            if message["method"] in OPENERS:
+                self._opening.add(_key(message["id"]))
             if isinstance(params, Mapping) and isinstance(params.get("sessionId"), str):
                 self._session_of[_key(message["id"])] = params["sessionId"]
         elif "id" in message:

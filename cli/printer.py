@@ -107,6 +107,10 @@ class Printer:
             if event.kind in ("model_progress", "model_started"):
                 self._show_progress(event)
                 return
+            if event.kind == "tool_progress":  # a terminal has the running call's ticker
+                if not self._live:
+                    self._write(f"  … {event.data.tool} running {event.data.elapsed_s:.0f} s\n")
+                return
             self._follow(event)
             text = render(event)
             if text is not None:

@@ -32,7 +32,7 @@ ApprovalScope = Literal["once", "session"]
 SessionMode = Literal["auto", "ask"]  # ACP session modes (acp_server/modes.py)
 
 # Kinds that the CLI prints with `seq: null` and that never reach events.jsonl.
-TRANSIENT_KINDS = frozenset({"model_progress", "cleanup_warning"})
+TRANSIENT_KINDS = frozenset({"model_progress", "tool_progress", "cleanup_warning"})
 
 
 class SessionData(Data):
@@ -104,6 +104,16 @@ class ModelProgressData(Data):
     stage: Stage
     characters: int
     model: str = ""
+
+
+class ToolProgressData(Data):
+    """Transient heartbeat of a tool call still running: how long it has run so far. Emitted
+    every JMP_HEARTBEAT_S seconds (10 by default) between `tool_started` and the call's end;
+    never in the log, never in a model's context."""
+
+    call_id: str
+    tool: str
+    elapsed_s: float
 
 
 class UsageData(Data):
@@ -249,6 +259,7 @@ DATA_TYPES: dict[str, type[Data]] = {
     "completion_review": CompletionReviewData,
     "model_started": ModelStartedData,
     "model_progress": ModelProgressData,
+    "tool_progress": ToolProgressData,
     "usage": UsageData,
     "argument_offload": ArgumentOffloadData,
     "approval": ApprovalData,

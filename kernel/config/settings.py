@@ -105,6 +105,7 @@ class Settings:
         )
         tool_ready_s(env)  # checked at start-up, read where the tool worker is started
         file_tool_s(env)  # likewise, read where a file tool's call is made
+        heartbeat_s(env)  # likewise, read where a tool call is waited for
         settings.validate()
         return settings
 
@@ -176,6 +177,18 @@ def file_tool_s(env: Mapping[str, str] | None = None) -> float:
     from kernel.supervision.restart import FILE_TOOL_S  # the one timeout table
 
     return _seconds(os.environ if env is None else env, "JMP_FILE_TOOL_TIMEOUT_S", FILE_TOOL_S)
+
+
+HEARTBEAT_S = 10.0  # a running tool's `tool_progress` interval (issue 34: at least every 10 s)
+
+
+def heartbeat_s(env: Mapping[str, str] | None = None) -> float:
+    """JMP_HEARTBEAT_S: how often a running tool call's transient `tool_progress` heartbeat is
+    emitted (10 s by default, at most 10); ConfigError names a bad value."""
+    value = _seconds(os.environ if env is None else env, "JMP_HEARTBEAT_S", HEARTBEAT_S)
+    if value > HEARTBEAT_S:
+        raise ConfigError(f"JMP_HEARTBEAT_S={value:g} is above {HEARTBEAT_S:g} seconds")
+    return value
 
 
 def bash_limits(env: Mapping[str, str] | None = None) -> dict[str, Any]:

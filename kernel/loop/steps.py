@@ -14,9 +14,11 @@ import json
 import threading
 from typing import TYPE_CHECKING, Any
 
+from kernel.config.settings import heartbeat_s
 from kernel.errors import JmpError
 from kernel.loop import approval, prompts
 from kernel.loop.approval import Approve, ProposedCall
+from kernel.loop.heartbeat import beating
 from kernel.loop.kernel_tools import ToolHandle, kernel_tools
 from kernel.loop.offload import fixed_arguments
 from kernel.loop.repeats import repeated_error
@@ -61,6 +63,7 @@ class ToolStep:
         self.approve = approve
         self._mcp: list[ToolSpec] | None = None
         self._kernel_tools = kernel_tools(view.recall_index)
+        self.heartbeat_s = heartbeat_s()
 
     def mcp_specs(self) -> list[ToolSpec]:
         """MCP tools, when servers are configured (waits for the tool worker once)."""
@@ -188,9 +191,10 @@ class ToolStep:
     def _execute(self, call: Call) -> ToolResult:
         tool, target = call.tool, call.target
         try:
-            return self.handle(tool).run(
-                call.call_id, tool, dict(call.arguments), cancel=self.cancel
-            )
+            with beating(self.session, call.call_id, tool, self.heartbeat_s):
+                return self.handle(tool).run(
+                    call.call_id, tool, dict(call.arguments), cancel=self.cancel
+                )
         except NotSent:  # the cancel came before the request left: the call did nothing
             done = {"status": "error", "text": NOT_RUN}
             self.ledger.finish(

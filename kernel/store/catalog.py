@@ -242,7 +242,13 @@ def _title(head: bytes, fd: int) -> str:
     record = _loads(line)
     if record.get("kind") != "user":
         return ""
-    text = " ".join(without_context(str(record["data"]["text"])).split())
+    return title_of(str(record["data"]["text"]))
+
+
+def title_of(request: str) -> str:
+    """A session's title from its first request: without embedded context blocks, on one line,
+    truncated (`jmp --list`, ACP `session/list` and `session_info_update` say the same)."""
+    text = " ".join(without_context(request).split())
     return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
 
 

@@ -33,6 +33,19 @@ from tests.acp.schema_check import Sender
 from tests.support.cli import ROOT, Cli
 from tests.support.warm import processes_of
 
+# Updates about the session beside the conversation (issue 34 item 2), which `shown` leaves out.
+BESIDE = frozenset(
+    {
+        "agent_thought_chunk",
+        "plan",
+        "usage_update",
+        "session_info_update",
+        "available_commands_update",
+        "current_mode_update",
+        "config_option_update",
+    }
+)
+
 
 @dataclass
 class Recorder:
@@ -76,8 +89,9 @@ class Recorder:
         return [u.session_update for s, u in self.updates if session_id in (None, s)]
 
     def shown(self, session_id: str | None = None) -> list[str]:
-        """The kinds of updates but thoughts (acp_server/thoughts.py)."""
-        return [k for k in self.kinds(session_id) if k != "agent_thought_chunk"]
+        """The kinds of updates of the conversation: no thoughts (acp_server/thoughts.py) and
+        none of the session's state beside it (plan, usage, info, commands, mode)."""
+        return [k for k in self.kinds(session_id) if k not in BESIDE]
 
     def thoughts(self) -> str:
         return "".join(u.content.text for u in self.of("agent_thought_chunk"))
@@ -285,6 +299,12 @@ class Wire:
             with contextlib.suppress(ValueError):
                 self.log.add("agent", json.loads(line))
         return self.proc.wait(timeout=60), rest
+
+
+def only_updates(rest: bytes) -> bool:
+    """True when what the agent wrote after the last response is session/update notifications
+    only (a session opened last announces itself after its answer: issue 34)."""
+    return all(json.loads(line).get("method") == "session/update" for line in rest.splitlines())
 
 
 def check_acp_frame(frame: dict[str, Any], method: str | None = None) -> None:

@@ -64,7 +64,7 @@ def test_kill_9_mid_command_then_load_ask_and_continue(jmp: Cli) -> None:
             await agent.conn.load_session(
                 cwd=str(jmp.workspace), session_id=session, mcp_servers=[]
             )
-            shown = [k for k in client.kinds() if k != "agent_thought_chunk"]
+            shown = client.shown()
             assert shown == ["user_message_chunk", "tool_call", "tool_call_update"]
             thoughts = "".join(u.content.text for u in client.of("agent_thought_chunk"))
             assert "Writing the arguments for bash" in thoughts  # as it was shown live

@@ -111,7 +111,7 @@ def test_resume_opens_without_replay_and_close_releases_the_session(
             resumed = await conn.resume_session(
                 cwd=str(jmp.workspace), session_id=session, mcp_servers=[]
             )
-            assert client.updates == []  # no replay
+            assert client.shown() == []  # no replay (only the session's state beside it)
             assert resumed.modes is not None and resumed.modes.current_mode_id == "ask"
             done = await conn.prompt(session_id=session, prompt=[text_block("two")])
             assert done.stop_reason == "end_turn" and client.text() == "Second."

@@ -65,7 +65,7 @@ def test_the_recorded_answer_sends_only_what_did_not_stream() -> None:
     )
     assert streamed and answer.startswith(streamed)
     final = make_event("a" * 32, 9, 0.0, FinalData(status="completed", summary=answer))
-    (rest,) = translator.live(final)
+    (rest,) = spoken(translator.live(final))
     assert streamed + rest.content.text == answer
 
 
@@ -74,7 +74,7 @@ def test_a_cancel_after_streaming_says_the_answer_is_incomplete() -> None:
     text = "Partial words before the cancel arrives. " * 4
     assert translator.answer(0, text)
     final = make_event("a" * 32, 9, 0.0, FinalData(status="cancelled", summary="Cancelled."))
-    (notice,) = translator.live(final)
+    (notice,) = spoken(translator.live(final))
     assert notice.content.text == CUT_OFF
 
 
@@ -84,5 +84,10 @@ def test_a_resent_request_stops_the_stream_and_the_answer_follows_whole() -> Non
     assert translator.answer(0, first)
     assert translator.answer(0, "Second attempt") == []  # offset 0 again: started over
     final = make_event("a" * 32, 9, 0.0, FinalData(status="completed", summary="Second attempt."))
-    (whole,) = translator.live(final)
+    (whole,) = spoken(translator.live(final))
     assert whole.content.text == "\n\nSecond attempt."
+
+
+def spoken(updates: list) -> list:
+    """The message updates of a final (its plan and session info beside them left out)."""
+    return [u for u in updates if u.session_update == "agent_message_chunk"]

@@ -325,13 +325,55 @@ def test_thoughts_say_what_the_agent_does_between_calls() -> None:
         ),
         ModelStartedData(stage="respond", model="flash"),
     )
-    said = [u.content.text for e in log for u in translator.live(e)]
-    assert [u.session_update for e in log for u in Translator(WS).live(e)] == [
-        "agent_thought_chunk"
-    ] * 7
+    updates = [u for e in log for u in translator.live(e)]
+    said = [u.content.text for u in updates if u.session_update == "agent_thought_chunk"]
+    assert len(said) == 7  # one thought per step, each followed by the turn's plan (below)
+    assert [u.session_update for u in updates] == ["agent_thought_chunk", "plan"] * 7
     assert said[1] == "Next: bash (confidence 0.90).\n"
     assert said[2] == "Writing the arguments for bash…\n" and "built in code" in said[3]
     assert said[5].startswith("Review: work remains") and said[6] == "Writing the answer…\n"
+
+
+def test_the_plan_lists_the_steps_taken_and_the_one_under_way() -> None:
+    """Issue 34 item 2: `plan` entries say what jmp is doing (choosing, reviewing, writing the
+    arguments, running a call, writing the answer): never a `pending` step it cannot know, the
+    last one `in_progress`, all `completed` when the turn ends (a cancelled step is dropped)."""
+    from protocol.events import FinalData, ModelStartedData, RouteData
+
+    translator = Translator(WS)
+    log = events(
+        UserData(text="run the tests"),
+        ModelStartedData(stage="route", model="jev"),
+        RouteData(choice="bash", confidence=0.9, context_bytes=1, probabilities={"bash": 0.9}),
+        ModelStartedData(stage="generate", model="flash"),
+        started("c1", target="pytest -q"),
+    )
+    plans = [u for e in log for u in translator.live(e) if u.session_update == "plan"]
+    last = plans[-1].entries
+    assert [(p.content, p.status) for p in last] == [
+        ("Choose the next step: bash (0.90)", "completed"),
+        ("Write the arguments for bash", "completed"),
+        ("Run pytest -q", "in_progress"),
+    ]
+    assert all(p.priority == "medium" for p in last)
+    assert not any(p.status == "pending" for plan in plans for p in plan.entries)
+    again = Translator(WS)
+    for e in log:
+        again.live(e)
+    (done,) = [
+        u
+        for e in events(FinalData(status="completed", summary="ok"))
+        for u in translator.live(e)
+        if u.session_update == "plan"
+    ]
+    assert {p.status for p in done.entries} == {"completed"}
+    (cut,) = [
+        u
+        for e in events(FinalData(status="cancelled", summary=""))
+        for u in again.live(e)
+        if u.session_update == "plan"
+    ]
+    assert [p.content for p in cut.entries] == [p.content for p in last[:2]]
 
 
 def test_a_rejected_call_replays_as_rejected_and_never_as_started() -> None:
@@ -385,3 +427,41 @@ def test_titles_skip_embedded_context_and_untitled_sessions_say_so(tmp_path: Pat
     infos = session_infos(list_sessions(tmp_path / "home"), str(workspace))
     titles = sorted(info.title or "" for info in infos)
     assert titles == ["Explain this function", UNTITLED], titles
+
+
+def test_a_prompt_is_a_command_only_when_it_names_one() -> None:
+    from acp_server import commands
+
+    assert commands.parse("/compact") == commands.Command("compact")
+    assert commands.parse("  /mode ask ") == commands.Command("mode", "ask")
+    assert commands.parse("/acknowledge") == commands.Command("acknowledge")
+    for request in ("/usr/bin/env is broken", "/compactify", "compact", "please /compact"):
+        assert commands.parse(request) is None, request
+    assert [c.name for c in commands.available(False)] == ["compact", "mode"]
+    assert [c.name for c in commands.available(True)] == ["compact", "acknowledge", "mode"]
+
+
+def test_usage_is_flash_s_last_request_against_the_context_budget() -> None:
+    from acp_server.usage import UsageMeter
+    from protocol.events import UsageData
+
+    meter = UsageMeter(96000)
+    jev = UsageData(
+        provider="typesafe",
+        stage="route",
+        model="jev",
+        seconds=0.1,
+        usage={"input_tokens": 50, "output_tokens": 2},
+    )
+    assert meter.feed(jev) is None  # nothing before Flash has reported
+    flash = UsageData(
+        provider="deepseek",
+        stage="respond",
+        model="f",
+        seconds=0.2,
+        usage={"prompt_tokens": 300, "completion_tokens": 20, "total_tokens": 320},
+    )
+    update = meter.feed(flash)
+    assert update is not None and (update.used, update.size, update.cost) == (320, 96000, None)
+    assert update.field_meta["jmp"]["inputTokens"] == 350
+    assert update.field_meta["jmp"]["requests"] == 2
