@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 BROKEN = {
-    "log-fsync-noop": '''
+    "log-fsync-noop": """
 import os as _os
 import types as _types
 
@@ -28,8 +28,8 @@ import kernel.store.event_log as _log
 _proxy = _types.SimpleNamespace(**{k: getattr(_os, k) for k in dir(_os) if not k.startswith("__")})
 _proxy.fsync = lambda fd: None  # the broken build: the log is never made durable
 _log.os = _proxy
-''',
-    "no-dir-fsync": '''
+""",
+    "no-dir-fsync": """
 import os as _os
 
 import kernel.store.commit as _commit
@@ -46,8 +46,8 @@ def _files_only(fd, path):
 
 
 _commit._fsync = _files_only
-''',
-    "artifact-after-record": '''
+""",
+    "artifact-after-record": """
 import kernel.store.commit as _commit
 import kernel.store.event_log as _log
 
@@ -65,7 +65,7 @@ def _sync_then_artifacts(self):
 
 
 _log.EventLog.sync = _sync_then_artifacts
-''',
+""",
 }
 
 

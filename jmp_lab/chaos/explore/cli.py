@@ -73,7 +73,13 @@ class Explorer:
     rows: list[Row] = field(default_factory=list)
     records: float = 0.0
 
-    def workload(self, load: Workload, broken: str | None = None) -> list[Row]:
+    def workload(
+        self, load: Workload, broken: str | None = None, until: float | None = None
+    ) -> list[Row]:
+        """Record `load` (on build `broken`, or the real one), explore its states under each
+        model; recover states until `until` (else the explorer's deadline), shared evenly
+        among the models."""
+        until = self.deadline if until is None else until
         started = time.monotonic()
         rec = record(load, self.base, self.command, self.warm, broken)
         self.records += time.monotonic() - started
@@ -85,7 +91,7 @@ class Explorer:
                 out.writelines(json.dumps(event) + "\n" for event in rec.trace)
         rows = []
         recovered: dict[str, list[str]] = {}
-        for model in self.models:
+        for number, model in enumerate(self.models):
             row = Row(load.name, model, broken or "jmp")
             if rec.problems and broken is None:
                 row.violations["recorded-run"] += len(rec.problems)
@@ -99,8 +105,9 @@ class Explorer:
             row.classes = len({state.recovery_key() for state in states})
             if self.recover and (broken is None or not row.violations):
                 began = time.monotonic()
+                share = (until - began) / (len(self.models) - number)
                 for state in _spread(states):
-                    if time.monotonic() > self.deadline:
+                    if time.monotonic() > began + share:
                         break
                     if self.recover_limit is not None and len(recovered) >= self.recover_limit:
                         break
@@ -171,24 +178,48 @@ def _spread(states: list[State]) -> list[State]:
 
 
 def table(rows: list[Row], wall: float) -> str:
-    head = ("build", "workload", "model", "points", "explored", "distinct", "classes", "recovered",
-            "violations", "states/min", "recovered/min")
+    head = (
+        "build",
+        "workload",
+        "model",
+        "points",
+        "explored",
+        "distinct",
+        "classes",
+        "recovered",
+        "violations",
+        "states/min",
+        "recovered/min",
+    )
     body = []
     for row in rows:
         explored = row.explored
         per = explored.states / row.seconds * 60 if row.seconds else 0.0
         rper = row.recovered / row.recover_seconds * 60 if row.recover_seconds else 0.0
         said = ", ".join(f"{k} {v}" for k, v in sorted(row.violations.items())) or "0"
-        body.append((row.build, row.workload, row.model, str(explored.points),
-                     str(explored.states), str(explored.distinct), str(row.classes),
-                     str(row.recovered), said,
-                     f"{per:.0f}", f"{rper:.1f}"))
+        body.append(
+            (
+                row.build,
+                row.workload,
+                row.model,
+                str(explored.points),
+                str(explored.states),
+                str(explored.distinct),
+                str(row.classes),
+                str(row.recovered),
+                said,
+                f"{per:.0f}",
+                f"{rper:.1f}",
+            )
+        )
     widths = [max(len(r[i]) for r in [head, *body]) for i in range(len(head))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in [head, *body]]
     total = sum(r.explored.states for r in rows)
     distinct = sum(r.explored.distinct for r in rows)
-    lines.append(f"total: {total} states explored, {distinct} distinct, "
-                 f"{sum(r.recovered for r in rows)} recovered, in {wall:.0f} s")
+    lines.append(
+        f"total: {total} states explored, {distinct} distinct, "
+        f"{sum(r.recovered for r in rows)} recovered, in {wall:.0f} s"
+    )
     return "\n".join(lines)
 
 
@@ -202,7 +233,10 @@ def replay(where: Path, command: list[str], base: Path, warm: Path) -> list[str]
     moment = saved["time"] if saved["time"] is not None else float("inf")
     state = State(Choice(0, "replay", moment), _entries(where / "state"), "replay")
     rec = Recording(
-        load, Path(saved["root"]), [], [(t, line) for t, line in saved["printed"]],
+        load,
+        Path(saved["root"]),
+        [],
+        [(t, line) for t, line in saved["printed"]],
         saved["session"],
         {p: base64.b64decode(d) for p, d in saved["final"].items()},
     )
@@ -227,12 +261,17 @@ def _entries(tree: Path) -> list[Entry]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="jmp-chaos crash-states", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="jmp-chaos crash-states",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--workloads", nargs="+", default=["cli"], help="names or set names")
     parser.add_argument("--models", default=",".join(MODELS), help="comma-separated")
     parser.add_argument("--broken", nargs="*", default=[], help=f"{', '.join(BROKEN)} or all")
-    parser.add_argument("--minutes", type=float, default=None, help="recover no state after")
+    parser.add_argument(
+        "--minutes", type=float, default=None, help="recover no state after (shared evenly)"
+    )
     parser.add_argument("--no-recover", action="store_true", help="checks on the states only")
     parser.add_argument("--recover-limit", type=int, default=None, help="states per workload")
     parser.add_argument("--jmp", default=None, help="command line of the jmp under test")
@@ -256,14 +295,20 @@ def main(argv: list[str]) -> int:
             return 1 if problems else 0
         models = tuple(m for m in options.models.split(",") if m)
         deadline = started + options.minutes * 60 if options.minutes else float("inf")
-        explorer = Explorer(base, command, warm, models, deadline, not options.no_recover,
-                            options.recover_limit, options.out)
+        explorer = Explorer(
+            base,
+            command,
+            warm,
+            models,
+            deadline,
+            not options.no_recover,
+            options.recover_limit,
+            options.out,
+        )
         loads = named(options.workloads)
-        for load in loads:
-            if time.monotonic() > deadline:
-                print(f"time is up: {load.name} and after not explored", file=sys.stderr)
-                break
-            explorer.workload(load)
+        for number, load in enumerate(loads):  # the recoveries' time shared evenly
+            now = time.monotonic()
+            explorer.workload(load, until=now + (deadline - now) / (len(loads) - number))
         uncaught = []
         builds = list(BROKEN) if options.broken == ["all"] else options.broken
         for name in builds:
@@ -293,9 +338,11 @@ def _print_found(rows: list[Row], out: Path) -> None:
             kind = "caught" if row.build != "jmp" else "VIOLATION"
             print(f"{kind} [{row.build}] {row.workload} / {row.model}: {problem}")
             choice = state.choice
-            print(f"  smallest state: crash before {choice.before} (trace event {choice.point}); "
-                  f"kept {_few(choice.kept) or 'no pending op'}; unsynced data kept: "
-                  f"{_few(choice.data) or 'none'}")
+            print(
+                f"  smallest state: crash before {choice.before} (trace event {choice.point}); "
+                f"kept {_few(choice.kept) or 'no pending op'}; unsynced data kept: "
+                f"{_few(choice.data) or 'none'}"
+            )
             print(f"  reproducer: {where} (python -m jmp_lab.chaos crash-states --replay {where})")
 
 

@@ -97,7 +97,9 @@ class Explored:
     keys: set[str] = field(default_factory=set)
 
 
-def replay(trace: list[dict[str, Any]], model: str) -> Iterator[tuple[int, Image, dict[int, bytearray]]]:
+def replay(
+    trace: list[dict[str, Any]], model: str
+) -> Iterator[tuple[int, Image, dict[int, bytearray]]]:
     """(point, image, live bytes) at every crash point of `trace` under `model`: before each
     persistence point and after the last event. The image is the replay's own: use it before
     asking for the next point."""
@@ -114,8 +116,9 @@ def apply(image: Image, live: dict[int, bytearray], event: dict[str, Any]) -> No
     """One traced operation, as the filesystem ran it."""
     op = event["op"]
     if op == "seed":
-        node = image.seed(event["path"], event["kind"], event["mode"], data_of(event),
-                          event.get("target", ""))
+        node = image.seed(
+            event["path"], event["kind"], event["mode"], data_of(event), event.get("target", "")
+        )
         live[node] = bytearray(data_of(event))
     elif op == "create":
         node = image.create(event["path"], event["kind"], event["mode"], event.get("target", ""))
@@ -146,7 +149,9 @@ def apply(image: Image, live: dict[int, bytearray], event: dict[str, Any]) -> No
         image.sync_failed(event["node"])
 
 
-def enumerate_states(trace: list[dict[str, Any]], model: str, explored: Explored) -> Iterator[State]:
+def enumerate_states(
+    trace: list[dict[str, Any]], model: str, explored: Explored
+) -> Iterator[State]:
     """Every distinct crash state of `trace` under `model`, in trace order (the first time a
     content is seen); `explored` counts all and distinct ones."""
     for point, image, live in replay(trace, model):
@@ -160,7 +165,8 @@ def enumerate_states(trace: list[dict[str, Any]], model: str, explored: Explored
             explored.states += 1
             choice, overrides = _choice(point, before, moment, image, kept, data)
             entries = [
-                e for e in tree(image, kept, _content(overrides))
+                e
+                for e in tree(image, kept, _content(overrides))
                 if e.path == SESSIONS or e.path.startswith(SESSIONS + "/")
             ] + world
             key = _key(entries)
@@ -200,7 +206,7 @@ def _subsets(model: str, seqs: list[int]) -> list[set[int]]:
 def _data_variants(node: Node, live: bytes) -> list[tuple[str, bytes]]:
     """(what was kept, the bytes) of one file's unsynced data, beyond "all lost"."""
     durable = bytes(node.durable)
-    if live == durable or not node.dirty and len(live) >= len(durable):
+    if live == durable or (not node.dirty and len(live) >= len(durable)):
         return []  # nothing written since the last sync (or forgotten by a failed one)
     low, high = len(durable), len(live)
     if high < low:  # truncated since: the new size reached the disk, or not
@@ -212,9 +218,16 @@ def _data_variants(node: Node, live: bytes) -> list[tuple[str, bytes]]:
     if high - low > 1:
         ends |= {low + 1, (low + high) // 2, high - 1}
     for end in sorted(e for e in ends if low <= e < high):
-        found.append((f"{end - low} of {high - low} appended bytes", _torn(node, durable, live, end, False)))
+        found.append(
+            (f"{end - low} of {high - low} appended bytes", _torn(node, durable, live, end, False))
+        )
         if written:
-            found.append((f"{end - low} of {high - low} appended bytes, overwritten pages", _torn(node, durable, live, end, True)))
+            found.append(
+                (
+                    f"{end - low} of {high - low} appended bytes, overwritten pages",
+                    _torn(node, durable, live, end, True),
+                )
+            )
     if written and high > low:
         found.append(("overwritten pages, no appended byte", _torn(node, durable, live, low, True)))
     return found
@@ -238,7 +251,9 @@ def _torn(node: Node, durable: bytes, live: bytes, end: int, overwrite: bool) ->
     return bytes(out)
 
 
-def _variants(image: Image, live: dict[int, bytearray]) -> Iterator[tuple[set[int], dict[int, tuple[str, bytes]]]]:
+def _variants(
+    image: Image, live: dict[int, bytearray]
+) -> Iterator[tuple[set[int], dict[int, tuple[str, bytes]]]]:
     dirs = _dir_variants(image)
     every = {op.seq for op in image.pending}
     world = {op.seq for op in image.pending if not _ours(op.path)}
@@ -272,16 +287,25 @@ def _is_cache(image: Image, node: int) -> bool:
 
 
 def _choice(
-    point: int, before: str, moment: float, image: Image, kept: set[int],
+    point: int,
+    before: str,
+    moment: float,
+    image: Image,
+    kept: set[int],
     data: dict[int, tuple[str, bytes]],
 ) -> tuple[Choice, dict[int, bytes]]:
     ops = [(op.seq in kept, f"{op.kind} {op.path}") for op in image.pending if _ours(op.path)]
     said = tuple(
-        f"{image.path_of(n) or image.nodes[n].gone}: {what}" for n, (what, _) in sorted(data.items())
+        f"{image.path_of(n) or image.nodes[n].gone}: {what}"
+        for n, (what, _) in sorted(data.items())
     )
     choice = Choice(
-        point, before, moment,
-        tuple(s for k, s in ops if k), tuple(s for k, s in ops if not k), said,
+        point,
+        before,
+        moment,
+        tuple(s for k, s in ops if k),
+        tuple(s for k, s in ops if not k),
+        said,
     )
     return choice, {n: b for n, (_, b) in data.items()}
 

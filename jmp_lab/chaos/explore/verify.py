@@ -74,7 +74,9 @@ def on_state(state: State, rec: Recording) -> list[str]:
         data = files.get(f"{SESSIONS}/{rec.session}/events.jsonl", b"")
         logs[rec.session] = lines(data)
     started = " ".join(
-        json.dumps(e.get("data")) for events in logs.values() for e in events
+        json.dumps(e.get("data"))
+        for events in logs.values()
+        for e in events
         if e.get("kind") == "tool_started"
     )
     for token, count in effects(rec.workload.plan, files).items():
@@ -122,8 +124,11 @@ def effects(plan: IterationPlan, files: dict[str, bytes]) -> Counter[str]:
     """How many times each planned call took effect in the world: witness lines of a command
     or an MCP call, 1 for a notes file that holds a write's or an edit's token."""
     counts: Counter[str] = Counter()
-    texts = [data.decode(errors="replace") for path, data in files.items()
-             if path.startswith("/ws/") and path.rsplit("/", 1)[-1].startswith("notes_")]
+    texts = [
+        data.decode(errors="replace")
+        for path, data in files.items()
+        if path.startswith("/ws/") and path.rsplit("/", 1)[-1].startswith("notes_")
+    ]
     witness = [
         line.partition(" ")[0]
         for path, data in files.items()

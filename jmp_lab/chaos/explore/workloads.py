@@ -48,8 +48,16 @@ def workload(name: str, warm: bool = True) -> Workload:
         for kind in calls.split("+"):
             if kind not in KINDS:
                 raise ValueError(f"unknown call {kind!r} in workload {name!r}: one of {KINDS}")
-            steps.append(step(kind, f"x{code}r{len(requests)}s{k}", k, SECONDS, written,
-                              lambda files: files[-1]))
+            steps.append(
+                step(
+                    kind,
+                    f"x{code}r{len(requests)}s{k}",
+                    k,
+                    SECONDS,
+                    written,
+                    lambda files: files[-1],
+                )
+            )
             k += 1
         requests.append(steps)
     kills = [Kill("kernel", "tool", 1, delay=0.0)] if ack else []
@@ -69,7 +77,9 @@ def workload(name: str, warm: bool = True) -> Workload:
 def calls_up_to(n: int) -> list[str]:
     """Every sequence of 1..n calls from KINDS, in one request."""
     return [
-        "+".join(combo) for size in range(1, n + 1) for combo in itertools.product(KINDS, repeat=size)
+        "+".join(combo)
+        for size in range(1, n + 1)
+        for combo in itertools.product(KINDS, repeat=size)
     ]
 
 
@@ -92,6 +102,4 @@ def named(names: list[str]) -> list[Workload]:
         for item in SETS.get(name, [name]):
             if item not in found:
                 found.append(item)
-    return [
-        workload(item.removesuffix("@cold"), warm=not item.endswith("@cold")) for item in found
-    ]
+    return [workload(item.removesuffix("@cold"), warm=not item.endswith("@cold")) for item in found]

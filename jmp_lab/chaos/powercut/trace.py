@@ -39,8 +39,9 @@ class TracedImage(Image):
 
     def seed(self, path: str, kind: str, mode: int, data: bytes = b"", target: str = "") -> int:
         node = super().seed(path, kind, mode, data, target)
-        self._emit("seed", path=path, kind=kind, mode=mode, node=node, target=target,
-                   data=_b64(data))
+        self._emit(
+            "seed", path=path, kind=kind, mode=mode, node=node, target=target, data=_b64(data)
+        )
         return node
 
     def create(self, path: str, kind: str, mode: int, target: str = "") -> int:
@@ -65,8 +66,14 @@ class TracedImage(Image):
     def write(self, node: int, offset: int, size: int, data: bytes = b"") -> None:
         super().write(node, offset, size, data)
         serves = [k.decode() for k in KIND.findall(data[:size])]
-        self._emit("write", node=node, path=self.path_of(node) or self.nodes[node].gone,
-                   offset=offset, data=_b64(data[:size]), serves=serves)
+        self._emit(
+            "write",
+            node=node,
+            path=self.path_of(node) or self.nodes[node].gone,
+            offset=offset,
+            data=_b64(data[:size]),
+            serves=serves,
+        )
 
     def truncate(self, node: int, size: int) -> None:
         super().truncate(node, size)
@@ -75,8 +82,7 @@ class TracedImage(Image):
     def sync(self, node: int, live: bytes | None) -> None:
         super().sync(node, live)
         kind = self.nodes[node].kind
-        self._emit("fsync", node=node, path=self.path_of(node) or self.nodes[node].gone,
-                   kind=kind)
+        self._emit("fsync", node=node, path=self.path_of(node) or self.nodes[node].gone, kind=kind)
 
     def sync_failed(self, node: int) -> None:
         super().sync_failed(node)
