@@ -15,13 +15,14 @@ from pathlib import Path
 
 import pytest
 
-from jmp_lab.chaos.explore.cli import Explorer
+from jmp_lab.chaos.explore.cli import Explorer, _spread
 from jmp_lab.chaos.explore.record import record
-from jmp_lab.chaos.explore.states import Explored, State, enumerate_states
+from jmp_lab.chaos.explore.states import Choice, Explored, State, enumerate_states
 from jmp_lab.chaos.explore.verify import history, on_state, recover
 from jmp_lab.chaos.explore.workloads import KINDS, named, workload
 from jmp_lab.chaos.invoke import jmp_command
 from jmp_lab.chaos.powercut.control import LossyDisk
+from jmp_lab.chaos.powercut.cut import Entry
 from jmp_lab.chaos.powercut.model import MODELS
 from jmp_lab.chaos.powercut.trace import TracedImage, read_trace
 from tests.support.lossy import fsync, fuse
@@ -77,6 +78,17 @@ def test_each_model_leaves_the_states_its_rule_allows() -> None:
         "fsync file /sessions/b",
         "the end",
     }
+
+
+def test_recoveries_take_each_log_content_first_then_the_rest() -> None:
+    logs = [b"1\n", b"1\n", b"1\n", b"1\n2\n", b"1\n2\n", b"1\n2\n3\n"]
+    states = [
+        State(Choice(n, "fsync", 0.0), [Entry("/sessions/s/events.jsonl", "file", 0o600, log)], "")
+        for n, log in enumerate(logs)
+    ]
+    order = _spread(states)
+    assert sorted(s.choice.point for s in order) == list(range(len(logs)))
+    assert {s.entries[0].data for s in order[:3]} == set(logs)  # one of each log first
 
 
 def test_the_workloads_are_every_sequence_of_up_to_three_calls() -> None:

@@ -44,6 +44,7 @@ from jmp_lab.chaos.powercut.model import MODELS
 from jmp_lab.chaos.targets import start_pool, stop_pool
 
 GOLDEN = 0.6180339887
+LOG = "/events.jsonl"
 
 
 @dataclass
@@ -172,9 +173,16 @@ class Explorer:
 
 
 def _spread(states: list[State]) -> list[State]:
-    """The states in an order that covers the whole trace early (a time budget that runs out
-    has recovered states from every part of it)."""
-    return [s for _, s in sorted(enumerate(states), key=lambda p: (p[0] * GOLDEN) % 1.0)]
+    """The order of recoveries: first one state for each distinct content of the logs (what
+    a recovery reads first), then the rest; each part in an order that covers the whole trace
+    early (a time budget that runs out has recovered states from every part of it)."""
+    spread = [s for _, s in sorted(enumerate(states), key=lambda p: (p[0] * GOLDEN) % 1.0)]
+    first, rest, logs = [], [], set()
+    for state in spread:
+        log = tuple(sorted((p, d) for p, d in state.files().items() if p.endswith(LOG)))
+        (rest if log in logs else first).append(state)
+        logs.add(log)
+    return first + rest
 
 
 def table(rows: list[Row], wall: float) -> str:
