@@ -177,7 +177,9 @@ def _spread(states: list[State]) -> list[State]:
     a recovery reads first), then the rest; each part in an order that covers the whole trace
     early (a time budget that runs out has recovered states from every part of it)."""
     spread = [s for _, s in sorted(enumerate(states), key=lambda p: (p[0] * GOLDEN) % 1.0)]
-    first, rest, logs = [], [], set()
+    first: list[State] = []
+    rest: list[State] = []
+    logs: set[tuple[tuple[str, bytes], ...]] = set()
     for state in spread:
         log = tuple(sorted((p, d) for p, d in state.files().items() if p.endswith(LOG)))
         (rest if log in logs else first).append(state)
