@@ -12,7 +12,7 @@ export OPENHANDS_SUPPRESS_BANNER := 1
 # PYTHONDONTWRITEBYTECODE set every jmp launch would compile ~50 modules (about 0.15 s).
 CODE := cli kernel protocol host workers acp_server jev_harness apixly_jev_harness jmp_lab jmp_agent bench tests
 
-.PHONY: install install-browser test test-install wheelhouse bench chaos lint fmt type check demo docs clean
+.PHONY: install install-browser test test-install wheelhouse bench chaos crash-states lint fmt type check demo docs clean
 
 # The power-cut simulator (docs/RESILIENCE.md) needs libfuse 3 and fusermount3: installed here
 # when missing and we are root with apt-get; else its tests skip and say why.
@@ -86,6 +86,14 @@ CHAOS_POWER ?= mix
 CHAOS_LANES ?= 2
 chaos:
 	$(PY) -m jmp_lab.chaos --quick --lanes $(CHAOS_LANES) --iterations $(CHAOS_ITERATIONS) --minutes $(CHAOS_MINUTES) --seed $(CHAOS_SEED) --power $(CHAOS_POWER) $(if $(CHAOS_JMP),--jmp '$(CHAOS_JMP)')
+
+# Every crash state of the CLI workloads under each directory model (jmp_lab/chaos/explore):
+# each checked on the disk, recovered through the CLI for CRASH_MINUTES, and the three broken
+# builds that must be caught. docs/RESILIENCE.md, "Every crash state".
+CRASH_WORKLOADS ?= cli
+CRASH_MINUTES ?= 30
+crash-states:
+	$(PY) -m jmp_lab.chaos crash-states --workloads $(CRASH_WORKLOADS) --minutes $(CRASH_MINUTES) --broken all $(if $(CHAOS_JMP),--jmp '$(CHAOS_JMP)')
 
 demo:
 	$(PY) -m jmp_lab.demo

@@ -34,6 +34,7 @@ DOCS += ("docs/ARCHITECTURE.md",)
 PROGRAMS = ("make", "jmp", "python", "jev-harness", "jmp-demo", "jmp-chaos", "uv", "export")
 PROGRAMS += ("mkdir", "jev-harness-mcp")
 CHAOS = "tests/jmp_lab/test_chaos.py"
+CRASH = "tests/jmp_lab/test_crash_states.py"  # its parts, on a one-call workload
 SEEDS = "tests/test_seed_examples.py"  # the seeds' commands, word for word
 FIRST = "first task"  # the keyless first task: test_the_keyless_first_task_runs_as_written
 WHERE = {
@@ -103,6 +104,10 @@ WHERE = {
     "python -m jmp_lab.chaos --iterations 9 --seed 7 --power only": CHAOS,
     "python -m jmp_lab.chaos --power off ...": CHAOS,
     "python -m jmp_lab.chaos.powercut check": "run",
+    "make crash-states": CRASH,
+    "make crash-states CRASH_WORKLOADS=cli-3 CRASH_MINUTES=480": CRASH,
+    "jmp-chaos crash-states --workloads bash write+edit --models strict --no-recover": CRASH,
+    "jmp-chaos crash-states --replay crash-states/jmp-bash-strict-printed-lost": CRASH,
 }
 
 

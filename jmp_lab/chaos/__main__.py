@@ -283,6 +283,11 @@ def summed(results: list[dict[str, object]]) -> Counter[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["crash-states"]:  # the exhaustive explorer (jmp_lab/chaos/explore)
+        from jmp_lab.chaos.explore.cli import main as crash_states
+
+        return crash_states(argv[1:])
     parser = argparse.ArgumentParser(
         prog=program("jmp-chaos", "jmp_lab.chaos"), description=__doc__
     )

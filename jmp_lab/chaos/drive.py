@@ -12,6 +12,7 @@ import tempfile
 import time
 import traceback
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -60,12 +61,16 @@ class Driver:
         command: list[str],
         warm: Path | None = None,
         restart_pool: bool = True,
+        world: World | None = None,
     ) -> None:
         self.plan = plan
         self.path = "warm" if plan.warm else "cold"  # the spawn path, counted apart
         self.restart_pool = restart_pool  # after a kill of the pool: this checkout's code
-        root = Path(tempfile.mkdtemp(prefix=f"c{plan.index}-", dir=base))
-        self.world = World(plan, root, warm or base / "warm")
+        if world is None:  # else the caller's (the crash-state explorer lays its own)
+            root = Path(tempfile.mkdtemp(prefix=f"c{plan.index}-", dir=base))
+            world = World(plan, root, warm or base / "warm")
+        root = world.root
+        self.world = world
         self.command = command
         self.report = IterationReport(plan, root)
         self.census = targets.Census(str(root))
@@ -74,6 +79,7 @@ class Driver:
         self.interrupted: set[str] = set()
         self.cut: list[bytes] = []  # torn tails that must be archived byte for byte
         self.power = PowerWatch(self) if plan.power else None
+        self.before_request: Callable[[int], None] | None = None  # e.g. a --compact before it
 
     def invoke(self, *args: str) -> Outcome:
         figures = self.report.figures
@@ -162,8 +168,11 @@ class Driver:
         )
 
     def drive(self) -> None:
-        request = 0
-        out = self.invoke("--workspace", str(self.world.workspace), PROMPTS[0])
+        self.go_on(self.invoke("--workspace", str(self.world.workspace), PROMPTS[0]), 0)
+
+    def go_on(self, out: Outcome, request: int) -> None:
+        """From the outcome `out` of an invocation in request `request` (0: the task) on, as
+        a user would, until every request completed (or the limit)."""
         limit = MAX_POWER_INVOCATIONS if self.power is not None else MAX_INVOCATIONS
         for _ in range(limit):
             if self._not_ready():
@@ -177,6 +186,8 @@ class Driver:
                 if request + 1 == len(self.plan.requests):
                     return
                 request += 1
+                if self.before_request is not None:
+                    self.before_request(request)
                 out = self.invoke("--session", sid, PROMPTS[request])
                 continue
             prompt = [PROMPTS[request]] if self.users() < request + 1 else []

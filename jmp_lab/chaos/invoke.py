@@ -53,6 +53,7 @@ class Outcome:
     args: list[str]
     code: int | None = None
     lines: list[dict[str, Any]] = field(default_factory=list)
+    times: list[float] = field(default_factory=list)  # when each line was read (monotonic)
     stdout: str = ""
     stderr: str = ""
     kills: list[Delivered] = field(default_factory=list)
@@ -184,6 +185,7 @@ class Invocation(CutLanding):
             except ValueError:
                 continue
             self.out.lines.append(record)
+            self.out.times.append(time.monotonic())
             with self._lock:
                 self._since.append(record)
             if record.get("kind") == "session" and record.get("session_id"):

@@ -135,28 +135,40 @@ def _steps(
         kinds += ["edit", "edit"] if written else []
         kind = rng.choice(kinds)
         seconds = round(rng.uniform(*pace), 2)
-        if kind == "bash":
-            line = f'echo "{token} $(date +%s.%N)" >> witness.log; sleep {seconds}'
-            steps.append(Step(token, "bash", {"command": line}))
-        elif kind == "mcp":
-            steps.append(Step(token, "mcp.witness", {"id": token, "seconds": seconds}))
-        elif kind == "write":
-            path = f"notes_{k}.txt"
-            written.append(path)
-            text = f"{token}\nANCHOR_{k}\n"
-            steps.append(Step(token, "write", {"path": path, "file_text": text}))
-        else:
-            path = rng.choice(written)
-            anchor = "ANCHOR_" + path.removeprefix("notes_").removesuffix(".txt")
-            arguments = {
-                "command": "str_replace",
-                "path": path,
-                "old_str": anchor,
-                "new_str": f"EDITED {token}",
-            }
-            steps.append(Step(token, "edit", arguments))
-            written.remove(path)  # one edit per anchor
+        steps.append(step(kind, token, k, seconds, written, rng.choice))
     return steps
+
+
+def step(
+    kind: str,
+    token: str,
+    k: int,
+    seconds: float,
+    written: list[str],
+    pick: Any = lambda files: files[0],
+) -> Step:
+    """One planned call of `kind` (bash, mcp, write, edit) with witness `token`: `written`
+    holds the notes files whose anchor no edit has replaced yet (a write adds its file, an edit
+    takes the one `pick` chooses)."""
+    if kind == "bash":
+        line = f'echo "{token} $(date +%s.%N)" >> witness.log; sleep {seconds}'
+        return Step(token, "bash", {"command": line})
+    if kind == "mcp":
+        return Step(token, "mcp.witness", {"id": token, "seconds": seconds})
+    if kind == "write":
+        path = f"notes_{k}.txt"
+        written.append(path)
+        return Step(token, "write", {"path": path, "file_text": f"{token}\nANCHOR_{k}\n"})
+    path = pick(written)
+    anchor = "ANCHOR_" + path.removeprefix("notes_").removesuffix(".txt")
+    arguments = {
+        "command": "str_replace",
+        "path": path,
+        "old_str": anchor,
+        "new_str": f"EDITED {token}",
+    }
+    written.remove(path)  # one edit per anchor
+    return Step(token, "edit", arguments)
 
 
 def _kill(rng: random.Random, targets: tuple[str, ...], quick: bool = False) -> Kill:

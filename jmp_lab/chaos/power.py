@@ -76,17 +76,7 @@ class PowerWatch:
         return found
 
     def _reopened(self, out: Outcome) -> list[str]:
-        text = out.stdout + out.stderr
-        found = []
-        if "internal error" in text:
-            found.append(f"internal-error: the first run after a cut: {_tail(out.stderr)}")
-        if "in use by" in text:
-            found.append(f"lock-stuck: the first run after a cut: {_tail(text)}")
-        for refusal in ("malformed", "does not follow", "does not start with its session"):
-            if refusal in text:
-                found.append(f"log-refused: after a cut jmp refuses the log: {_tail(text)}")
-                break
-        return found
+        return reopened(out)
 
     def _disk_fault(self, out: Outcome, fault: Fault) -> list[str]:
         rules = out.disk.get("rules", [])
@@ -215,6 +205,22 @@ class PowerWatch:
             else:
                 self.figures["lost outputs marked missing"] += 1
         return found
+
+
+def reopened(out: Outcome) -> list[str]:
+    """What the first run after a cut must not say: an internal error, the session in use (a
+    stuck lock), a refused log."""
+    text = out.stdout + out.stderr
+    found = []
+    if "internal error" in text:
+        found.append(f"internal-error: the first run after a cut: {_tail(out.stderr)}")
+    if "in use by" in text:
+        found.append(f"lock-stuck: the first run after a cut: {_tail(text)}")
+    for refusal in ("malformed", "does not follow", "does not start with its session"):
+        if refusal in text:
+            found.append(f"log-refused: after a cut jmp refuses the log: {_tail(text)}")
+            break
+    return found
 
 
 def silenced(out: Outcome) -> bool:

@@ -77,6 +77,7 @@ class World:
         self.session_id: str | None = None
         self.on_route: Hook | None = None
         self.on_chunk: Hook | None = None
+        self.extra: dict[str, str] = {}  # more environment for jmp (a broken build's hook)
         self._write_mcp_config()
         self.jev = JevServer()
         self.flash = FlashServer()
@@ -146,6 +147,7 @@ class World:
             LITELLM_LOCAL_MODEL_COST_MAP="True",
             OPENHANDS_SUPPRESS_BANNER="1",
         )
+        env.update(self.extra)
         return env
 
     # --- what the log says ----------------------------------------------------------

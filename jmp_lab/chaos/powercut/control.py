@@ -57,10 +57,13 @@ def available() -> str | None:
 class LossyDisk:
     """A power-cut simulator daemon over `backing`, mounted at `mount`."""
 
-    def __init__(self, backing: Path, mount: Path, model: str, state: Path) -> None:
+    def __init__(
+        self, backing: Path, mount: Path, model: str, state: Path, trace: Path | None = None
+    ) -> None:
         self.backing = Path(backing).absolute()  # the daemon starts in SPAWN_CWD
         self.mount = Path(mount).absolute()
         self.model = model
+        self.trace = Path(trace).absolute() if trace is not None else None  # trace.py
         self.state = Path(state).absolute()  # the control socket and the daemon's log
         self.key = secrets.token_bytes(16)
         self.process: subprocess.Popen[bytes] | None = None
@@ -84,6 +87,7 @@ class LossyDisk:
             self.socket.unlink()
         env = dict(os.environ, POWERCUT_KEY=self.key.hex(), PYTHONPATH=str(ROOT))
         args = ["serve", str(self.backing), str(self.mount), "--model", self.model]
+        args += ["--trace", str(self.trace)] if self.trace is not None else []
         command = module_argv(sys.executable, "jmp_lab.chaos.powercut", args)
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(

@@ -45,15 +45,24 @@ def take(image: Image, rng: random.Random, data: str, dirs: str, reader: Reader)
     """The tree after a cut now, with variants `data` and `dirs` drawn from `rng`."""
     if data not in DATA_VARIANTS or dirs not in DIR_VARIANTS:
         raise ValueError(f"unknown cut variant {data!r}/{dirs!r}")
-    durable = {d: dict(entries) for d, entries in image.durable.items()}
-    version = dict(image.version)
     report = CutReport([])
     kept = _kept(image, rng) if dirs == "subset" else set()
     for op in image.pending:
+        (report.kept if op.seq in kept else report.undone).append(f"{op.kind} {op.path}")
+    walk = _Walk(image, report, rng, data, reader)
+    report.entries = tree(image, kept, walk.content)
+    return report
+
+
+def tree(image: Image, kept: set[int], content: Callable[[Node, str], bytes]) -> list[Entry]:
+    """The tree on the disk: the durable names with the unsynced ops numbered in `kept`
+    applied too (a later op's entry is never undone by an earlier one), each file's bytes as
+    `content(node, path)` says (asked once per node). The image is left unchanged."""
+    durable = {d: dict(entries) for d, entries in image.durable.items()}
+    version = dict(image.version)
+    for op in image.pending:
         if op.seq not in kept:
-            report.undone.append(f"{op.kind} {op.path}")
             continue
-        report.kept.append(f"{op.kind} {op.path}")
         for change in op.changes:
             key = (change.directory, change.name)
             if version.get(key, -1) > op.seq:
@@ -64,8 +73,9 @@ def take(image: Image, rng: random.Random, data: str, dirs: str, reader: Reader)
                 entries.pop(change.name, None)
             else:
                 entries[change.name] = change.node
-    _Walk(image, durable, report, rng, data, reader).directory(ROOT, "")
-    return report
+    walk = _Tree(image, durable, content)
+    walk.directory(ROOT, "")
+    return walk.entries
 
 
 def _kept(image: Image, rng: random.Random) -> set[int]:
@@ -76,19 +86,17 @@ def _kept(image: Image, rng: random.Random) -> set[int]:
 
 
 @dataclass
-class _Walk:
+class _Tree:
     image: Image
     durable: dict[int, dict[str, int]]
-    report: CutReport
-    rng: random.Random
-    data: str
-    reader: Reader
+    content: Callable[[Node, str], bytes]
+    entries: list[Entry] = field(default_factory=list)
     seen: set[int] = field(default_factory=set)
     contents: dict[int, bytes] = field(default_factory=dict)
 
     def directory(self, directory: int, prefix: str) -> None:
         self.seen.add(directory)
-        entries = self.report.entries
+        entries = self.entries
         for name in sorted(self.durable.get(directory, {})):
             node = self.durable[directory][name]
             state = self.image.nodes[node]
@@ -106,6 +114,17 @@ class _Walk:
                 entries.append(Entry(path, "file", state.mode, self.contents[node], node))
             else:
                 entries.append(Entry(path, state.kind, state.mode, node=node))
+
+
+@dataclass
+class _Walk:
+    """What a random cut makes of each file's unsynced data (`take`)."""
+
+    image: Image
+    report: CutReport
+    rng: random.Random
+    data: str
+    reader: Reader
 
     def content(self, state: Node, path: str) -> bytes:
         durable = bytes(state.durable)

@@ -13,6 +13,9 @@ in $POWERCUT_KEY, one thread per connection):
   EIO, the durable image is taken, MOUNT is unmounted, BACKING is rewritten to the image, and
   the answer (what was lost) comes when that is done; then the daemon exits.
 - `{"op": "stop"}`: unmount and exit, BACKING as processes left it (no cut).
+
+`--trace FILE` also writes every operation the image is told of to FILE (trace.py), for the
+crash-state explorer.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ import threading
 import traceback
 from multiprocessing.connection import Connection, Listener
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import mfusepy
 
@@ -37,6 +40,7 @@ from jmp_lab.chaos.powercut.cut import CutReport, take
 from jmp_lab.chaos.powercut.fs import LossyFS
 from jmp_lab.chaos.powercut.gate import Rule
 from jmp_lab.chaos.powercut.model import MODELS, Image
+from jmp_lab.chaos.powercut.trace import TracedImage
 
 UNMOUNT_WAIT_S = 5.0
 
@@ -44,10 +48,12 @@ UNMOUNT_WAIT_S = 5.0
 class Disk:
     """One mount's daemon state: the filesystem, and the cut being carried out."""
 
-    def __init__(self, backing: Path, mount: Path, model: str) -> None:
+    def __init__(
+        self, backing: Path, mount: Path, model: str, trace: IO[bytes] | None = None
+    ) -> None:
         self.backing = backing
         self.mount = mount
-        self.image = Image(model)
+        self.image = Image(model) if trace is None else TracedImage(model, trace, _caller)
         scan(backing, self.image)
         self.fs = LossyFS(str(backing), self.image)
         self.report: CutReport | None = None
@@ -203,6 +209,11 @@ class _FUSE(mfusepy.FUSE):  # type: ignore[misc]
         return int(self.operations.utimens(self._text(path), times, self._fh(fip)) or 0)
 
 
+def _caller() -> int:
+    """The pid of the process whose request the FUSE thread is serving."""
+    return int(mfusepy.fuse_get_context()[2])
+
+
 def _rule(raw: dict[str, Any]) -> dict[str, Any]:
     fields: dict[str, Any] = {
         k: raw[k] for k in ("op", "pattern", "nth", "action", "contains") if k in raw
@@ -247,9 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("mount", type=Path)
     parser.add_argument("--model", choices=MODELS, default="strict")
     parser.add_argument("--control", required=True)
+    parser.add_argument("--trace", type=Path, default=None, help="write the trace here")
     options = parser.parse_args(argv)
     key = bytes.fromhex(os.environ.get("POWERCUT_KEY", ""))
-    disk = Disk(options.backing.absolute(), options.mount.absolute(), options.model)
+    trace = open(options.trace, "ab") if options.trace else None  # noqa: SIM115 (process-long)
+    disk = Disk(options.backing.absolute(), options.mount.absolute(), options.model, trace)
     listener = Listener(options.control, family="AF_UNIX", authkey=key or None)
     threading.Thread(target=_serve, args=(listener, disk), daemon=True).start()
 

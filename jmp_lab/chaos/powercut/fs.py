@@ -67,7 +67,7 @@ class LossyFS(NameOps):
             after = self._entered("write", where, data)
             written = os.pwrite(fh, data, offset)
             if node is not None:
-                self.image.write(node, offset, written)
+                self.image.write(node, offset, written, data)
             self._leave(after, "write", where)
         return written
 

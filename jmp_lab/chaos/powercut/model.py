@@ -190,7 +190,8 @@ class Image:
 
     # --- data -------------------------------------------------------------------------
 
-    def write(self, node: int, offset: int, size: int) -> None:
+    def write(self, node: int, offset: int, size: int, data: bytes = b"") -> None:
+        """`size` bytes written at `offset` (`data`: those bytes, for a traced image)."""
         if size > 0:
             self.nodes[node].dirty.update(range(offset // PAGE, (offset + size - 1) // PAGE + 1))
 
