@@ -80,6 +80,11 @@ def _parser() -> argparse.ArgumentParser:
         "--acp", action="store_true", help="serve the Agent Client Protocol on stdin/stdout"
     )
     p.add_argument(
+        "--setup",
+        action="store_true",
+        help="ask for the model keys, check them and store them (~/.config/jmp/keys.json)",
+    )
+    p.add_argument(
         "--stop-pool", action="store_true", help="stop this installation's warm worker pool"
     )
     p.add_argument("--version", action=Version)
@@ -98,6 +103,15 @@ def _check_text(args: argparse.Namespace) -> None:
 
 def _validate(args: argparse.Namespace) -> None:
     """Every usage error, checked before anything is created."""
+    if args.setup:  # `jmp --acp --setup` too: ACP's terminal auth appends its args
+        extra = [
+            f
+            for f in (*_RUN_FLAGS, "list", "json", "verify", "stop_pool", "sessions_dir")
+            if getattr(args, f) not in (None, False)
+        ]
+        if extra:
+            raise UsageError(f"--setup takes no other option (got {_named(extra)})")
+        return
     if args.acp:
         extra = [
             f
@@ -215,6 +229,13 @@ def main(argv: list[str] | None = None) -> int:
         from host.inspection import forbid_inspection  # not for --list: no protocol import
 
         forbid_inspection()  # it holds the keys (its environment): before any child exists
+        if args.setup:
+            from cli.setup import run as setup
+
+            return setup()
+        from kernel.config.keys import load
+
+        load()  # the stored keys, under the environment's (kernel/config/keys.py)
         if args.acp:
             from acp_server.main import serve
 

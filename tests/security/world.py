@@ -132,6 +132,7 @@ class World:
         self.witness = self.tmp / "witness.txt"
         self.effect = self.launch / "effect.txt"
         self.mcp_config = self.tmp / "mcp.json"
+        self.config_home = self.tmp / "config"
         self.mcp_secrets = {"arg": f"mcparg-{_word(12)}", "env": f"mcpenv-{_word(12)}"}
         for d in (self.launch, self.out):
             d.mkdir()
@@ -177,6 +178,7 @@ class World:
             "FLASH_BASE_URL": self.flash.url,
             "JMP_SESSIONS_DIR": str(self.home),
             "JMP_MCP_CONFIG": str(self.mcp_config),
+            "XDG_CONFIG_HOME": str(self.config_home),  # the key file (kernel/config/keys.py)
             "PYTHONUNBUFFERED": "1",
         }
         return env | self.path.env()

@@ -78,6 +78,7 @@ class Cli:
         self.workspace = tmp / "ws"
         self.workspace.mkdir(exist_ok=True)
         (tmp / "mcp.json").write_text('{"mcpServers": {}}')
+        self.config_home = tmp / "config"  # $XDG_CONFIG_HOME: jmp/keys.json (jmp --setup)
         self.extra_env: dict[str, str] = {}
 
     def env(self, **changes: str | None) -> dict[str, str]:
@@ -92,6 +93,7 @@ class Cli:
             FLASH_BASE_URL=self.flash.url,
             JMP_SESSIONS_DIR=str(self.home),
             JMP_MCP_CONFIG=str(self.tmp / "mcp.json"),
+            XDG_CONFIG_HOME=str(self.config_home),  # the key file: this test's, never the user's
             PYTHONUNBUFFERED="1",
         )
         env.update(self.extra_env)
