@@ -151,7 +151,7 @@ def run_auth_check(
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        for stream in (proc.stdin, proc.stdout):
+        drain.join(10)
+        for stream in (proc.stdin, proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
-        drain.join(10)
