@@ -87,6 +87,11 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--stop-pool", action="store_true", help="stop this installation's warm worker pool"
     )
+    p.add_argument(
+        "--json-schema",
+        action="store_true",
+        help="print the JSON Schema of every line --json prints, and exit",
+    )
     p.add_argument("--version", action=Version)
     return p
 
@@ -103,6 +108,11 @@ def _check_text(args: argparse.Namespace) -> None:
 
 def _validate(args: argparse.Namespace) -> None:
     """Every usage error, checked before anything is created."""
+    if args.json_schema:
+        extra = [f for f in vars(args) if f != "json_schema" and getattr(args, f) not in (None, False)]
+        if extra:
+            raise UsageError(f"--json-schema takes no other option (got {_named(extra)})")
+        return
     if args.setup:  # `jmp --acp --setup` too: ACP's terminal auth appends its args
         extra = [
             f
@@ -215,6 +225,11 @@ def main(argv: list[str] | None = None) -> int:
         _check_text(args)  # before the id can be echoed: a non-UTF-8 one cannot be printed
         session = args.session
         _validate(args)
+        if args.json_schema:
+            from protocol.json_schema import text
+
+            sys.stdout.write(text())
+            return 0
         if args.list:
             home = sessions_home(args.sessions_dir)
             print_sessions(list_sessions(home), args.json, home)
