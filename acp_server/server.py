@@ -81,8 +81,10 @@ class JmpAcpAgent:
         self, protocol_version: int, client_capabilities: Any = None, **_: Any
     ) -> InitializeResponse:
         """The answer acp_server/hello.py gives before the SDK is loaded, as a model."""
-        asked = None if client_capabilities is None else client_capabilities.model_dump(
-            mode="json", by_alias=True, exclude_none=True
+        asked = (
+            None
+            if client_capabilities is None
+            else client_capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
         )
         answer = hello.result(protocol_version, self.version, asked)
         return InitializeResponse.model_validate(answer)

@@ -109,7 +109,9 @@ def _check_text(args: argparse.Namespace) -> None:
 def _validate(args: argparse.Namespace) -> None:
     """Every usage error, checked before anything is created."""
     if args.json_schema:
-        extra = [f for f in vars(args) if f != "json_schema" and getattr(args, f) not in (None, False)]
+        extra = [
+            f for f in vars(args) if f != "json_schema" and getattr(args, f) not in (None, False)
+        ]
         if extra:
             raise UsageError(f"--json-schema takes no other option (got {_named(extra)})")
         return

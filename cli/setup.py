@@ -50,9 +50,7 @@ def check(service: Service, key: str, env: dict[str, str] | None = None) -> tupl
     base = (env.get(service.url_variable) or service.default_url).rstrip("/")
     url = base + service.models_path
     try:
-        answer = httpx.get(
-            url, headers={"Authorization": f"Bearer {key}"}, timeout=CHECK_TIMEOUT_S
-        )
+        answer = httpx.get(url, headers={"Authorization": f"Bearer {key}"}, timeout=CHECK_TIMEOUT_S)
     except httpx.HTTPError as exc:
         reason = type(exc).__name__
         return True, f"could not reach {base} ({reason}): stored unchecked"

@@ -170,7 +170,10 @@ def test_the_environment_wins_over_the_file(tmp_path: Path) -> None:
     path = keys.write({keys.JEV: JEV_KEY, keys.FLASH: FLASH_KEY}, tmp_path / "jmp" / "keys.json")
     env = {"TYPESAFE_API_KEY": "tsk-from-the-environment", "DEEPSEEK_API_KEY": "sk-deepseek-env"}
     assert keys.load(env, path) == []  # the DeepSeek variable fills the Flash slot
-    assert env == {"TYPESAFE_API_KEY": "tsk-from-the-environment", "DEEPSEEK_API_KEY": "sk-deepseek-env"}
+    assert env == {
+        "TYPESAFE_API_KEY": "tsk-from-the-environment",
+        "DEEPSEEK_API_KEY": "sk-deepseek-env",
+    }
     blank = {"TYPESAFE_API_KEY": "  "}
     assert keys.load(blank, path) == ["TYPESAFE_API_KEY", "FLASH_API_KEY"]
     assert blank == {"TYPESAFE_API_KEY": JEV_KEY, "FLASH_API_KEY": FLASH_KEY}

@@ -17,7 +17,6 @@ import signal  # noqa: E402
 from typing import Any  # noqa: E402
 
 from host.inspection import forbid_inspection  # noqa: E402
-from kernel.config import keys  # noqa: E402
 from jev_harness.cli.options import (  # noqa: E402
     UsageError,
     add_run_options,
@@ -26,6 +25,7 @@ from jev_harness.cli.options import (  # noqa: E402
     script_limits,
 )
 from jev_harness.cli.output import Output  # noqa: E402
+from kernel.config import keys  # noqa: E402
 
 UsageProblem = UsageError  # a wrong command line, named (exit 2)
 

@@ -27,8 +27,8 @@ import threading  # noqa: E402
 from typing import Any  # noqa: E402
 
 from host.inspection import forbid_inspection  # noqa: E402
-from kernel.config import keys  # noqa: E402
 from jev_harness.cli.options import UsageError, add_run_options, check_limits, json_arg  # noqa: E402
+from kernel.config import keys  # noqa: E402
 from kernel.config.install import program  # noqa: E402
 
 STOP_GRACE_S = 5.0  # a call in flight at shutdown gets this long before its worker is killed

@@ -49,7 +49,9 @@ def key_dir(env: Mapping[str, str] | None = None) -> Path:
     try:
         root = Path(home) if os.path.isabs(home) else Path.home()
     except RuntimeError:  # no HOME and no passwd entry
-        raise ConfigError("no home directory for jmp's key file: set HOME or XDG_CONFIG_HOME")
+        raise ConfigError(
+            "no home directory for jmp's key file: set HOME or XDG_CONFIG_HOME"
+        ) from None
     return root / ".config" / "jmp"
 
 
@@ -89,7 +91,7 @@ def _check_private(path: Path, info: os.stat_result) -> None:
 
 def _parse(path: Path, raw: bytes) -> dict[str, str]:
     bad = ConfigError(
-        f"the key file {path} is not one jmp wrote ({{\"version\": 1, \"keys\": {{...}}}}); "
+        f'the key file {path} is not one jmp wrote ({{"version": 1, "keys": {{...}}}}); '
         "run `jmp --setup` to write it again"
     )
     if len(raw) > MAX_BYTES:
@@ -99,7 +101,11 @@ def _parse(path: Path, raw: bytes) -> dict[str, str]:
     except (UnicodeDecodeError, ValueError):
         raise bad from None
     keys = doc.get("keys") if isinstance(doc, dict) else None
-    if not isinstance(doc, dict) or doc.get("version") != FILE_VERSION or not isinstance(keys, dict):
+    if (
+        not isinstance(doc, dict)
+        or doc.get("version") != FILE_VERSION
+        or not isinstance(keys, dict)
+    ):
         raise bad
     found = {}
     for name in STORED:

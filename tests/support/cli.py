@@ -56,7 +56,9 @@ def check_line(line: Any) -> None:
     kind = line.get("kind", line.get("type")) if isinstance(line, dict) else None
     validator = _SCHEMA.get(f"line.{kind}", _SCHEMA["*"])
     problems = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(line)]
-    assert not problems, f"a --json line breaks `jmp --json-schema`: {problems[:5]} in {line!r:.600}"
+    assert not problems, (
+        f"a --json line breaks `jmp --json-schema`: {problems[:5]} in {line!r:.600}"
+    )
 
 
 def json_lines(stdout: str, envelope: bool = True) -> list[dict[str, Any]]:
