@@ -14,12 +14,13 @@ line of a kind not listed here is not of this version.
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any
 
 import msgspec
 
 from protocol.events import DATA_TYPES, EVENT_VERSION, TRANSIENT_KINDS
-from protocol.lines import SessionRow
+from protocol.lines import Line, SessionRow
 from protocol.results import RunResult
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -32,22 +33,23 @@ class SessionsData(msgspec.Struct, kw_only=True):
     sessions: list[SessionRow]
 
 
+# The envelope's fields in their order: the front ends' own line (protocol/lines.py `Line`) is
+# the one place they are spelled; the event log's records have the same (protocol/events.py).
+ENVELOPE = tuple(f.name for f in fields(Line))
+
+
 def _envelope(kind: str, data: dict[str, Any], persisted: bool) -> dict[str, Any]:
+    """The envelope, `kind` fixed: a persisted record has a session id, a seq and a time; a
+    transient one and a front-end line `seq: null`, the time optional."""
     seq = {"type": "integer", "minimum": 1} if persisted else {"type": "null"}
     session_id = SESSION_ID if persisted else {"anyOf": [SESSION_ID, {"type": "null"}]}
     time = {"type": "number"} if persisted else {"type": ["number", "null"]}
-    required = ["version", "session_id", "seq", "kind", "data"] + (["time"] if persisted else [])
+    version = {"const": EVENT_VERSION}
+    shapes = (version, session_id, seq, time, {"const": kind}, data)
     return {
         "type": "object",
-        "properties": {
-            "version": {"const": EVENT_VERSION},
-            "session_id": session_id,
-            "seq": seq,
-            "time": time,
-            "kind": {"const": kind},
-            "data": data,
-        },
-        "required": required,
+        "properties": dict(zip(ENVELOPE, shapes, strict=True)),
+        "required": [f for f in ENVELOPE if persisted or f != "time"],
     }
 
 

@@ -27,6 +27,8 @@ from jmp_lab.servers.jev import JevServer
 from kernel.config import keys
 from kernel.errors import ConfigError
 from tests.support.cli import FLASH_KEY, JEV_KEY, ROOT, Cli
+from tests.support.lossy import fsync as lossy_fsync
+from tests.support.lossy import fuse, lossy_disk
 
 WRONG = "tsk-WRONG-0000000000000000"
 NOBODY = 65534
@@ -41,7 +43,7 @@ class Terminal:
             os.execve(sys.executable, [sys.executable, str(ROOT / "main.py"), *args], env)
         self.seen = b""
 
-    def expect(self, text: str, timeout: float = 60) -> str:
+    def expect(self, text: str, timeout: float = 180) -> str:
         """Read until TEXT has appeared (a bound on a hang, not a timing)."""
         deadline = time.monotonic() + timeout
         while text.encode() not in self.seen:
@@ -220,3 +222,24 @@ def test_a_key_file_open_to_others_stops_the_cli_before_any_session(jmp: Cli) ->
     assert done.code == 2 and f"chmod 600 {path}" in done.stderr
     assert not jmp.home.exists() or not any(jmp.home.iterdir())
     assert jmp.requests_seen() == 0
+
+
+@fuse
+@pytest.mark.timeout(300)
+def test_the_stored_keys_survive_a_power_cut_the_moment_the_write_returns(short_tmp: Path) -> None:
+    """On the power-cut simulator (strict: everything not fsynced is lost), cut right after
+    `write` returned: the file is there, whole, 0600, in its 0700 dir. The control (the same
+    bytes written without fsync) is lost, so the cut does lose what was not made durable."""
+    with lossy_disk(short_tmp / "fs") as disk:
+        (disk.mount / "config").mkdir()
+        lossy_fsync(disk.mount)
+        lossy_fsync(disk.mount / "config")
+        path = disk.mount / "config" / "jmp" / "keys.json"
+        keys.write({keys.JEV: JEV_KEY, keys.FLASH: FLASH_KEY}, path)
+        (disk.mount / "config" / "control.json").write_text(path.read_text())
+        disk.freeze()
+        disk.cut("lose", "lose")
+        kept = disk.backing / "config" / "jmp" / "keys.json"
+        assert not (disk.backing / "config" / "control.json").exists(), "the cut lost nothing"
+        assert keys.read(kept) == {"TYPESAFE_API_KEY": JEV_KEY, "FLASH_API_KEY": FLASH_KEY}
+        assert stat.S_IMODE(kept.parent.stat().st_mode) == 0o700

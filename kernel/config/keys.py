@@ -2,9 +2,9 @@
 
 `$XDG_CONFIG_HOME/jmp/keys.json` (~/.config/jmp/keys.json), the user's own whatever copy of
 jmp runs (a checkout too: keys belong to a person, not to a tree), `{"version": 1, "keys":
-{"TYPESAFE_API_KEY": ..., "FLASH_API_KEY": ...}}`. Created 0600 in a 0700 directory, written
-to a temporary file, fsynced and renamed over, the directory fsynced: a crash leaves the old
-file or the new one, never a part. Read with O_NOFOLLOW; a file that is not a regular file of
+{"TYPESAFE_API_KEY": ..., "FLASH_API_KEY": ...}}`. Created 0600 in a 0700 directory by the
+kernel's one atomic write (kernel/store/durable.py: a temporary file, fsynced, renamed over,
+the directory fsynced): a crash leaves the old file or the new one, never a part. Read with O_NOFOLLOW; a file that is not a regular file of
 ours, or that others may read or write, is refused by name (as ssh refuses such a key).
 
 `load()` puts each key of the file that the environment lacks into the process environment,
@@ -22,11 +22,11 @@ import contextlib
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 from kernel.errors import ConfigError
+from kernel.store import durable
 
 FILE_NAME = "keys.json"
 FILE_VERSION = 1
@@ -146,7 +146,7 @@ def write(keys: Mapping[str, str], path: Path | None = None) -> Path:
     if unknown:
         raise ValueError(f"not a stored key: {unknown}")
     directory = path.parent
-    directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    _make_durable_dirs(directory)
     info = os.lstat(directory)
     if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
         raise ConfigError(f"{directory} is not a directory of yours: the keys were not stored")
@@ -154,24 +154,22 @@ def write(keys: Mapping[str, str], path: Path | None = None) -> Path:
         os.chmod(directory, 0o700)  # it holds keys now: its listing is the owner's alone
     merged = {**_readable(path), **{k: v.strip() for k, v in keys.items()}}
     data = json.dumps({"version": FILE_VERSION, "keys": merged}, indent=2).encode() + b"\n"
-    fd, temporary = tempfile.mkstemp(prefix=".keys-", suffix=".tmp", dir=directory)
-    try:
-        os.fchmod(fd, 0o600)  # mkstemp's mode already; said again, whatever the umask
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(temporary)
-        raise
-    dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(dir_fd)  # the rename itself survives a power cut
-    finally:
-        os.close(dir_fd)
+    durable.write_atomic(directory, path.name, data, mode=0o600)  # temp, fsync, rename, fsync
     return path
+
+
+def _make_durable_dirs(directory: Path) -> None:
+    """DIRECTORY and its missing parents, each entry made durable (a power cut after `write`
+    returned must not lose the directory that holds the file): the new ones 0700."""
+    missing = []
+    at = directory
+    while not at.exists():
+        missing.append(at)
+        at = at.parent
+    for new in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # made meanwhile: it is there
+            new.mkdir(mode=0o700)
+        durable.fsync_dir(new.parent)
 
 
 def _readable(path: Path) -> dict[str, str]:
