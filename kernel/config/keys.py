@@ -4,8 +4,9 @@
 jmp runs (a checkout too: keys belong to a person, not to a tree), `{"version": 1, "keys":
 {"TYPESAFE_API_KEY": ..., "FLASH_API_KEY": ...}}`. Created 0600 in a 0700 directory by the
 kernel's one atomic write (kernel/store/durable.py: a temporary file, fsynced, renamed over,
-the directory fsynced): a crash leaves the old file or the new one, never a part. Read with O_NOFOLLOW; a file that is not a regular file of
-ours, or that others may read or write, is refused by name (as ssh refuses such a key).
+the directory fsynced; new directories' entries too): a power cut leaves the old file or the
+new one, never a part. Read with O_NOFOLLOW; a file that is not a regular file of ours, or that
+others may read or write, is refused by name (as ssh refuses such a key).
 
 `load()` puts each key of the file that the environment lacks into the process environment,
 so that from there on the file's keys are the environment's in every respect: each is a known
