@@ -43,10 +43,12 @@ class Terminal:
             os.execve(sys.executable, [sys.executable, str(ROOT / "main.py"), *args], env)
         self.seen = b""
 
-    def expect(self, text: str, timeout: float = 180) -> str:
-        """Read until TEXT has appeared (a bound on a hang, not a timing)."""
+    def expect(self, text: str, times: int = 1, timeout: float = 180) -> str:
+        """Read until TEXT has appeared TIMES times (a bound on a hang, not a timing). Type a
+        key only once its prompt is out: getpass turns echo off before it writes the prompt,
+        and on again after the answer."""
         deadline = time.monotonic() + timeout
-        while text.encode() not in self.seen:
+        while self.seen.count(text.encode()) < times:
             left = deadline - time.monotonic()
             assert left > 0, f"no {text!r} in {self.seen.decode(errors='replace')!r}"
             ready, _, _ = select.select([self.fd], [], [], left)
@@ -97,6 +99,7 @@ def test_setup_checks_each_key_never_echoes_and_stores_them_privately(short_tmp:
         term.expect("Jev key")
         term.type(WRONG)
         term.expect("refused this key")
+        term.expect("Jev key", times=2)  # asked again
         term.type(JEV_KEY)
         term.expect("accepted it")
         term.expect("Flash key")
