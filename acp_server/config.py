@@ -56,6 +56,14 @@ def warm_sessions(env: Mapping[str, str] | None = None) -> int:
 WARM_SESSIONS = 4
 
 
+def _missing(settings: Settings) -> str | None:
+    try:
+        settings.require_keys()
+    except ConfigError as exc:
+        return str(exc)
+    return None
+
+
 class Config:
     """Process-wide settings and the configured MCP servers, each read once, errors kept.
 
@@ -89,6 +97,19 @@ class Config:
             if isinstance(self._settings, ConfigError):
                 raise self._settings
             return self._settings
+
+    def missing_keys(self) -> str | None:
+        """What is missing for a model call (the ConfigError text naming each variable), or
+        None. When a key is missing the key file is read again first: the person may have run
+        `jmp --setup` (ACP's terminal auth) since the settings were read."""
+        from kernel.config.keys import load
+
+        if _missing(self.settings()) is None:
+            return None
+        if load():  # a key the environment lacked came from the file: read the settings again
+            with self._lock:
+                self._settings = None
+        return _missing(self.settings())
 
     def servers(self, client: Sequence[Any]) -> Any:
         """The configured servers plus the client's; a name used twice is a ConfigError."""

@@ -13,14 +13,17 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from acp_server import auth
+
 PROTOCOL_VERSION = 1  # the SDK's acp.PROTOCOL_VERSION (a unit test keeps them equal)
 SUPPORTED_VERSIONS = (PROTOCOL_VERSION,)
 MAX_VERSION = 65535  # the schema's ProtocolVersion is a uint16
 
 
-def result(protocol_version: int, version: str) -> dict[str, Any]:
+def result(protocol_version: int, version: str, capabilities: Any = None) -> dict[str, Any]:
     """The InitializeResponse (JSON): the client's version if supported, else the latest (the
-    spec's negotiation), and what jmp offers."""
+    spec's negotiation), and what jmp offers; its auth method is the one the client's
+    capabilities (the JSON of `clientCapabilities`) can run (acp_server/auth.py)."""
     chosen = protocol_version if protocol_version in SUPPORTED_VERSIONS else PROTOCOL_VERSION
     return {
         "protocolVersion": chosen,
@@ -30,7 +33,7 @@ def result(protocol_version: int, version: str) -> dict[str, Any]:
             "mcpCapabilities": {"http": True, "sse": True},
             "sessionCapabilities": {"list": {}, "resume": {}, "close": {}},
         },
-        "authMethods": [],
+        "authMethods": auth.methods(capabilities),
         "agentInfo": {"name": "jmp", "title": "jmp", "version": version or "0"},
     }
 
@@ -67,6 +70,6 @@ async def answer_until_loaded(
         if asked is None:
             transport.push_back(message)
             return True
-        answer = result(asked, await version)
+        answer = result(asked, await version, message["params"].get("clientCapabilities"))
         await transport.send({"jsonrpc": "2.0", "id": message["id"], "result": answer})
     return True

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from acp import RequestError, update_agent_message_text
 from acp.schema import (
+    AuthenticateResponse,
     CloseSessionResponse,
     InitializeResponse,
     ListSessionsResponse,
@@ -32,7 +33,7 @@ from acp.schema import (
     SetSessionModeResponse,
 )
 
-from acp_server import commands, hello, modes, permission
+from acp_server import auth, commands, hello, modes, permission
 from acp_server.config import WARM_SESSIONS
 from acp_server.content import prompt_text
 from acp_server.errors import JMP_ERROR
@@ -82,19 +83,39 @@ class JmpAcpAgent:
 
     # --- lifecycle ----------------------------------------------------------------------
 
-    async def initialize(self, protocol_version: int, **_: Any) -> InitializeResponse:
+    async def initialize(
+        self, protocol_version: int, client_capabilities: Any = None, **_: Any
+    ) -> InitializeResponse:
         """The answer acp_server/hello.py gives before the SDK is loaded, as a model."""
-        return InitializeResponse.model_validate(hello.result(protocol_version, self.version))
+        asked = (
+            None
+            if client_capabilities is None
+            else client_capabilities.model_dump(mode="json", by_alias=True, exclude_none=True)
+        )
+        answer = hello.result(protocol_version, self.version, asked)
+        return InitializeResponse.model_validate(answer)
 
-    async def authenticate(self, method_id: str, **_: Any) -> None:
-        reason = "jmp has no auth methods: its keys come from the environment"
-        raise RequestError.invalid_params({"reason": reason})
+    async def authenticate(self, method_id: str, **_: Any) -> AuthenticateResponse:
+        """`jmp-setup` (acp_server/auth.py): done when the keys are there now (from the
+        environment, or the key file `jmp --setup` wrote), else "Authentication required"."""
+        if method_id != auth.METHOD_ID:
+            reason = f"no auth method {method_id!r}: jmp offers {auth.METHOD_ID!r}"
+            raise RequestError.invalid_params({"reason": reason})
+        await self._authenticated()
+        return AuthenticateResponse()
+
+    async def _authenticated(self) -> None:
+        """Both keys are known (the key file looked at again), else the ACP auth error."""
+        missing = await self.table.call(self.config.missing_keys)
+        if missing is not None:
+            raise RequestError(*auth.required(missing))
 
     # --- sessions (acp_server/session_methods.py) -----------------------------------------
 
     async def new_session(
         self, cwd: str, mcp_servers: Sequence[ClientServer] | None = None, **_: Any
     ) -> NewSessionResponse:
+        await self._authenticated()
         return await self.sessions.new_session(cwd, mcp_servers)
 
     async def load_session(

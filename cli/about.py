@@ -34,6 +34,7 @@ def epilog() -> str:
             "  TYPESAFE_API_KEY   Jev's key (the router); TYPESAFE_BASE_URL, JEV_MODEL",
             "  FLASH_API_KEY      Flash's key (the generator; or DEEPSEEK_API_KEY);",
             "                     FLASH_BASE_URL, FLASH_MODEL",
+            "  (or store both keys once: jmp --setup, in ~/.config/jmp/keys.json)",
             f"  JMP_SESSIONS_DIR   where sessions live; now {sessions}",
             f'  JMP_MCP_CONFIG     MCP servers ({{"mcpServers": {{...}}}}); now {mcp}',
             "  JMP_WARM=0         no warm worker pool (every worker starts cold)",

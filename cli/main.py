@@ -80,7 +80,17 @@ def _parser() -> argparse.ArgumentParser:
         "--acp", action="store_true", help="serve the Agent Client Protocol on stdin/stdout"
     )
     p.add_argument(
+        "--setup",
+        action="store_true",
+        help="ask for the model keys, check them and store them (~/.config/jmp/keys.json)",
+    )
+    p.add_argument(
         "--stop-pool", action="store_true", help="stop this installation's warm worker pool"
+    )
+    p.add_argument(
+        "--json-schema",
+        action="store_true",
+        help="print the JSON Schema of every line --json prints, and exit",
     )
     p.add_argument("--version", action=Version)
     return p
@@ -98,6 +108,22 @@ def _check_text(args: argparse.Namespace) -> None:
 
 def _validate(args: argparse.Namespace) -> None:
     """Every usage error, checked before anything is created."""
+    if args.json_schema:
+        extra = [
+            f for f in vars(args) if f != "json_schema" and getattr(args, f) not in (None, False)
+        ]
+        if extra:
+            raise UsageError(f"--json-schema takes no other option (got {_named(extra)})")
+        return
+    if args.setup:  # `jmp --acp --setup` too: ACP's terminal auth appends its args
+        extra = [
+            f
+            for f in (*_RUN_FLAGS, "list", "json", "verify", "stop_pool", "sessions_dir")
+            if getattr(args, f) not in (None, False)
+        ]
+        if extra:
+            raise UsageError(f"--setup takes no other option (got {_named(extra)})")
+        return
     if args.acp:
         extra = [
             f
@@ -201,6 +227,11 @@ def main(argv: list[str] | None = None) -> int:
         _check_text(args)  # before the id can be echoed: a non-UTF-8 one cannot be printed
         session = args.session
         _validate(args)
+        if args.json_schema:
+            from protocol.json_schema import text
+
+            sys.stdout.write(text())
+            return 0
         if args.list:
             home = sessions_home(args.sessions_dir)
             print_sessions(list_sessions(home), args.json, home)
@@ -215,6 +246,13 @@ def main(argv: list[str] | None = None) -> int:
         from host.inspection import forbid_inspection  # not for --list: no protocol import
 
         forbid_inspection()  # it holds the keys (its environment): before any child exists
+        if args.setup:
+            from cli.setup import run as setup
+
+            return setup()
+        from kernel.config.keys import load
+
+        load()  # the stored keys, under the environment's (kernel/config/keys.py)
         if args.acp:
             from acp_server.main import serve
 

@@ -25,6 +25,23 @@ class Line:
     data: dict[str, Any]
 
 
+@dataclass(slots=True)
+class SessionRow:
+    """One session in `jmp --list --json`'s `sessions` line (kernel/store/catalog.py makes
+    them): `status` is the last `final`'s, else `new`, `running` or `unreadable`; `events`
+    counts records; `title` is the first request, on one line, cut at 80 characters."""
+
+    session_id: str
+    workspace: str
+    status: str
+    last_activity: float | None
+    events: int
+    title: str
+
+    def to_dict(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.__slots__}
+
+
 # The longest JSON-RPC line a stdio server of ours reads (`jmp --acp`: acp_server/wire.py;
 # `jev-harness-mcp`: jev_harness/mcp/stdio.py). A longer one is discarded up to its newline,
 # never held whole, and answered -32600. A prompt fits the router's context (~28 kB) many

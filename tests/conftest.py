@@ -17,6 +17,9 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("OPENHANDS_SUPPRESS_BANNER", "1")
+# The key file (kernel/config/keys.py) the suite's processes would read: none, never the user's
+# (a test that needs one sets XDG_CONFIG_HOME to its own directory).
+os.environ["XDG_CONFIG_HOME"] = os.path.join(tempfile.gettempdir(), f"jmp-suite-{os.getpid()}")
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ TOP += ("tests",)
 TOP += ("bench", "docs", "examples", "apixly_jev_harness")
 
 
-@pytest.mark.parametrize("name", ["MESSAGES.md", "INTERNALS.md"])
+@pytest.mark.parametrize("name", ["MESSAGES.md", "INTERNALS.md", "jmp-json.schema.json"])
 def test_generated_docs_match_the_code(name: str) -> None:
     assert (ROOT / "docs" / name).read_text() == DOCS[name](), "run `make docs`"
 

@@ -25,6 +25,7 @@ from jev_harness.cli.options import (  # noqa: E402
     script_limits,
 )
 from jev_harness.cli.output import Output  # noqa: E402
+from kernel.config import keys  # noqa: E402
 
 UsageProblem = UsageError  # a wrong command line, named (exit 2)
 
@@ -206,9 +207,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run one command; returns the exit status."""
     forbid_inspection()  # it holds the keys (its environment): before any child exists
     argv = sys.argv[1:] if argv is None else list(argv)
+    unusable = keys.load_or_error()  # before the redactor is made: it knows the stored keys too
     out = Output(json="--json" in argv)
     out.command = next((a for a in argv if a in COMMANDS), "")
     try:
+        if unusable is not None:
+            raise unusable
         args = parser().parse_args(argv)
         return COMMANDS[args.command](args, out)
     except SystemExit as exc:  # --help

@@ -28,6 +28,7 @@ from typing import Any  # noqa: E402
 
 from host.inspection import forbid_inspection  # noqa: E402
 from jev_harness.cli.options import UsageError, add_run_options, check_limits, json_arg  # noqa: E402
+from kernel.config import keys  # noqa: E402
 from kernel.config.install import program  # noqa: E402
 
 STOP_GRACE_S = 5.0  # a call in flight at shutdown gets this long before its worker is killed
@@ -260,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     forbid_inspection()  # it holds the keys (its environment): before any child exists
     mcp_out = os.dup(sys.stdout.fileno())  # MCP frames only; fd 1 now goes to stderr
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    unusable = keys.load_or_error()  # before the redactor is made: it knows the stored keys too
     redactor = _redactor()
 
     def say(message: str) -> None:
@@ -270,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING, handlers=[handler])
     logging.getLogger("mcp").setLevel(logging.ERROR)  # "tool not listed" for delegate is noise
     try:
+        if unusable is not None:
+            raise unusable
         return run(sys.argv[1:] if argv is None else list(argv), mcp_out, say)
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0

@@ -8,6 +8,7 @@ tool schema's required fields with tools. Faults are injected per request.
 from __future__ import annotations
 
 import argparse
+import hmac
 import itertools
 import json
 import threading
@@ -28,8 +29,9 @@ BROKEN_ARGUMENTS = '{"path": "/tmp/x", "file_text": "unterminated'
 class FlashState:
     """The server's reply queue, faults and request record, shared by its handler threads."""
 
-    def __init__(self, chunk_chars: int = 8) -> None:
+    def __init__(self, chunk_chars: int = 8, key: str | None = None) -> None:
         self.lock = threading.Lock()
+        self.key = key  # when set, a request without this bearer key is refused (401)
         self.items: list[dict[str, Any]] = []
         self.faults = Faults(FAULT_KINDS)
         self.recorder = Recorder()
@@ -71,8 +73,21 @@ class FlashHandler(BaseHTTPRequestHandler):
         payload = {"error": {"message": message, "type": kind, "param": None, "code": None}}
         self._send_json(status, payload, **headers)
 
+    def _refused(self) -> bool:
+        """Bearer auth when the server has a key, as OpenAI answers a wrong one: 401."""
+        if self.state.key is None:
+            return False
+        header = self.headers.get("Authorization") or ""
+        given = header[7:] if header.startswith("Bearer ") else ""
+        if hmac.compare_digest(given.encode(), self.state.key.encode()):
+            return False
+        self._error(401, "Incorrect API key provided", "invalid_request_error")
+        return True
+
     def do_GET(self) -> None:
         self.state.recorder.add(self, None)
+        if self._refused():
+            return
         if self.path.split("?")[0] in ("/v1/models", "/models"):
             model = {"id": "deepseek-v4-flash", "object": "model", "created": 0, "owned_by": "jmp"}
             self._send_json(200, {"object": "list", "data": [model]})
@@ -84,6 +99,8 @@ class FlashHandler(BaseHTTPRequestHandler):
         self.state.recorder.add(self, raw)
         if self.path.split("?")[0] not in COMPLETION_PATHS:
             self._error(404, f"No route {self.path}", "not_found")
+            return
+        if self._refused():
             return
         fault = self.state.faults.take()
         if fault and fault.kind in ("http500", "drop"):
@@ -167,8 +184,8 @@ def check_items(items: list[Any]) -> None:
 class FlashServer(LoopbackServer):
     """`with FlashServer() as flash:` an OpenAI-compatible server; `flash.url` ends in /v1."""
 
-    def __init__(self, port: int = 0, chunk_chars: int = 8) -> None:
-        self.state = FlashState(chunk_chars)
+    def __init__(self, port: int = 0, chunk_chars: int = 8, key: str | None = None) -> None:
+        self.state = FlashState(chunk_chars, key)
         self._serve(FlashHandler, port)
 
     @property

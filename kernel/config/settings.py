@@ -134,8 +134,9 @@ class Settings:
             missing.append("TYPESAFE_API_KEY (the router, Jev)")
         if not self.flash_api_key:
             missing.append("FLASH_API_KEY or DEEPSEEK_API_KEY (the generator, Flash)")
-        if missing:
-            raise ConfigError("not set: " + "; ".join(missing))
+        if missing:  # (the key file: kernel/config/keys.py, which the front ends have read)
+            hint = " (or store the keys with `jmp --setup`)"
+            raise ConfigError("not set: " + "; ".join(missing) + hint)
 
     @property
     def secrets(self) -> tuple[str, ...]:

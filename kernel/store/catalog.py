@@ -16,6 +16,7 @@ from typing import Any
 
 from kernel.errors import UsageError
 from kernel.store.context_blocks import without_context
+from protocol.lines import SessionRow
 
 SESSION_ID = re.compile(r"[0-9a-f]{32}")
 HEAD_BYTES = 64 * 1024  # a first user request longer than this is read line by line
@@ -50,32 +51,7 @@ def status_of(kinds_newest_first: Iterable[tuple[str, str | None]]) -> str:
     return "new"
 
 
-class SessionInfo:
-    """One row of `jmp --list`."""
-
-    __slots__ = ("events", "last_activity", "session_id", "status", "title", "workspace")
-
-    def __init__(
-        self,
-        session_id: str,
-        workspace: str,
-        status: str,
-        last_activity: float | None,
-        events: int,
-        title: str,
-    ) -> None:
-        self.session_id = session_id
-        self.workspace = workspace
-        self.status = status
-        self.last_activity = last_activity
-        self.events = events
-        self.title = title
-
-    def to_dict(self) -> dict[str, object]:
-        return {name: getattr(self, name) for name in self.__slots__}
-
-    def __repr__(self) -> str:
-        return f"SessionInfo({self.to_dict()!r})"
+SessionInfo = SessionRow  # one row of `jmp --list` (its one definition: protocol/lines.py)
 
 
 def list_sessions(home: Path) -> list[SessionInfo]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from protocol import json_schema
 from protocol.docgen import events, messages, modules
 
 generate = events.generate  # docs/EVENTS.md (the name tests and scripts have used)
@@ -16,4 +17,5 @@ DOCS: dict[str, Callable[[], str]] = {
     "EVENTS.md": events.generate,
     "MESSAGES.md": messages.generate,
     "INTERNALS.md": modules.generate,
+    "jmp-json.schema.json": json_schema.text,  # what `jmp --json-schema` prints
 }

@@ -18,7 +18,8 @@ INTRO = """\
 Every session keeps an append-only log, `SESSIONS/ID/events.jsonl`: one JSON object per line,
 redacted before it is written. With `--json` the CLI prints every persisted event on stdout
 once it is durable (see `seq`), the transient events, and last one `result` line (or one
-`sessions` line for `--list`).
+`sessions` line for `--list`). `jmp --json-schema` prints the JSON Schema of every line kind
+(generated from the same types: [jmp-json.schema.json](jmp-json.schema.json)).
 
 ## Envelope
 

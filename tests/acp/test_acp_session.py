@@ -38,7 +38,8 @@ def test_initialize_negotiates_the_version_and_states_true_capabilities(jmp: Cli
             assert caps.prompt_capabilities.embedded_context is True
             assert caps.mcp_capabilities.http is True and caps.mcp_capabilities.sse is True
             assert caps.session_capabilities.list is not None
-            assert asked_latest.auth_methods == []
+            (method,) = asked_latest.auth_methods  # no terminal auth asked: the agent kind
+            assert method.id == "jmp-setup" and getattr(method, "type", None) is None
 
     run(scenario())
 

@@ -57,7 +57,10 @@ class HarnessCli:
             *extra,
         )
 
-    def call(self, argv: list[str], key: bool = True, timeout: float = 90) -> Run:
+    def call(
+        self, argv: list[str], key: bool = True, timeout: float = 90, envelope: bool = True
+    ) -> Run:
+        """`envelope`: stdout is a `--json` stream of `run` (tests/support/cli.py json_lines)."""
         done = subprocess.run(
             argv,
             cwd=self.cwd,
@@ -67,15 +70,14 @@ class HarnessCli:
             timeout=timeout,
             check=False,
         )
-        return Run.parsed(done.returncode, done.stdout, done.stderr)
+        return Run.parsed(done.returncode, done.stdout, done.stderr, envelope)
 
     def run(self, script: str | Path, goal: str, inputs: Any, *extra: str, key: bool = True) -> Run:
         return self.call(self.run_argv(script, goal, inputs, *extra), key=key)
 
     def inspect(self, session_id: str) -> Run:
-        return self.call(
-            self.argv("inspect", session_id, "--sessions-dir", str(self.home), "--json")
-        )
+        argv = self.argv("inspect", session_id, "--sessions-dir", str(self.home), "--json")
+        return self.call(argv, envelope=False)  # HARNESS.md 6: its own answer, no envelope
 
     def events(self, session_id: str) -> list[dict[str, Any]]:
         path = self.home / session_id / "events.jsonl"

@@ -46,7 +46,8 @@ def test_check_task_writes_nothing_and_lists_the_built_tools(cli: HarnessCli) ->
     script = cli.cwd / "workspace_task.py"
     script.write_bytes((ROOT / "examples" / "workspace_task.py").read_bytes())
     inputs = '{"root": ".", "queries": ["x"], "markers": ["m"], "output": "o.json"}'
-    out = cli.call(cli.argv("check-task", str(script), "--inputs", inputs, "--json"), key=False)
+    argv = cli.argv("check-task", str(script), "--inputs", inputs, "--json")
+    out = cli.call(argv, key=False, envelope=False)
     assert out.code == 0, out.stderr
     (shown,) = out.lines
     assert set(shown) == {"ok", "problems", "tools", "labels"} and shown["ok"] is True

@@ -79,6 +79,12 @@ def probe(cell: Cell) -> Run:
 
 
 @pytest.fixture
+def keyfile(cell: Cell) -> Run:
+    """The shared key-file run of this cell (scenarios.py): the keys in the file alone."""
+    return scenarios.keyfile(cell)
+
+
+@pytest.fixture
 def crash(cell: Cell) -> Run:
     """The shared worker-kill run of this cell (scenarios.py)."""
     return scenarios.crash(cell)

@@ -43,6 +43,7 @@ ANSWER = "answer"  # the model's final prose reaches the client
 REOPEN = "reopen"  # a finished session can be opened again from this front end
 VIEW = "view"  # a readable view for a person at a terminal (not JSON)
 ACP_FRAMES = "acp_frames"  # Outcome.items are the ACP frames the agent wrote
+KEY_FILE = "key_file"  # reads the keys `jmp --setup` stored (kernel/config/keys.py)
 
 
 def needs(*surfaces: str) -> Any:
@@ -269,7 +270,7 @@ class Cli(FrontEnd):
     name = "cli"
     family = "agent"
     entries = ("console:jmp", "script:main.py", "module:cli.main")
-    surfaces = frozenset({SHELL, MCP_CONFIG, ANSWER, REOPEN, VIEW})
+    surfaces = frozenset({SHELL, MCP_CONFIG, ANSWER, REOPEN, VIEW, KEY_FILE})
     blocked_exit = 2
     reopen_appends = ("final",)  # blocked again, running nothing
 
@@ -302,7 +303,7 @@ class Acp(FrontEnd):
     name = "acp"
     family = "agent"
     entries = ("console:jmp --acp", "script:main.py --acp")
-    surfaces = frozenset({SHELL, MCP_CONFIG, ANSWER, ACP_FRAMES})
+    surfaces = frozenset({SHELL, MCP_CONFIG, ANSWER, ACP_FRAMES, KEY_FILE})
     blocked_reported = "end_turn"  # the turn ends; the failed update and the message say why
 
     def drive(self, world: World, task: dict[str, Any], running: Running) -> Outcome:
@@ -384,7 +385,7 @@ class HarnessRun(FrontEnd):
     name = "harness"
     family = "harness"
     entries = ("console:jev-harness", "module:jev_harness.cli")
-    surfaces = frozenset({TASK_SCRIPT, REOPEN})
+    surfaces = frozenset({TASK_SCRIPT, REOPEN, KEY_FILE})
     blocked_exit = 2
 
     def drive(self, world: World, task: dict[str, Any], running: Running) -> Outcome:
@@ -437,7 +438,7 @@ class Mcp(FrontEnd):
     name = "mcp"
     family = "harness"
     entries = ("console:jev-harness-mcp",)
-    surfaces = frozenset({TASK_SCRIPT})
+    surfaces = frozenset({TASK_SCRIPT, KEY_FILE})
     blocked_exit = None
 
     def drive(self, world: World, task: dict[str, Any], running: Running) -> Outcome:

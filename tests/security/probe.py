@@ -11,8 +11,8 @@ prints what an attacker would try to get out: `B64 <base64>` of every readable e
 that holds MARKER (the run's own processes: no redactor recognises a key in that form; the
 marker keeps other runs on the machine out) and `CMDLINE <text>` for every process whose command
 line holds MARKER (the test's MCP server: its arguments are readable by design and must come
-out redacted). Given ENV_FILE (the workspace's `.env`, which holds the run's keys), it prints
-each key's common encodings, `ENC <name> <form> <text>`: base64 with the key at byte 0, 1 and
+out redacted). Given ENV_FILE (the workspace's `.env`, or jmp's key file: the run's keys), it
+prints each key's common encodings, `ENC <name> <form> <text>`: base64 with the key at byte 0, 1 and
 2 of a group, standard and URL-safe, padded and not; hex in both cases; percent-encoding of
 every byte and as `urllib.parse.quote`/`quote_plus` do (issue 32 item 6: the redactor must
 know them all).
@@ -122,11 +122,17 @@ def encodings(key: str) -> list[tuple[str, str]]:
 
 
 def print_encodings(env_file: Path) -> None:
-    for line in env_file.read_text().splitlines():
-        name, sep, value = line.partition("=")
-        if sep and value:
-            for form, text in encodings(value):
-                print("ENC", name, form, text)
+    """A `.env` (NAME=VALUE lines), or jmp's key file (`{"keys": {NAME: VALUE}}`, the key file
+    scenario: the owner's file, which the same user's shell can read)."""
+    text = env_file.read_text()
+    if env_file.suffix == ".json":
+        pairs = list(json.loads(text)["keys"].items())
+    else:
+        pairs = [line.partition("=")[::2] for line in text.splitlines()]
+    for name, value in pairs:
+        if value:
+            for form, found in encodings(value):
+                print("ENC", name, form, found)
 
 
 def main(out: Path, marker: str, env_file: Path | None = None) -> None:

@@ -13,6 +13,8 @@ that raised is remembered too: each of its rows fails with the same error, none 
   umask 0 (the widest: what jmp writes must be the owner's alone anyway); the
   untrusted code appends to `effect.txt` and blocks; the test kill -9s the worker that runs it
   (the tool worker, or the harness worker) and lets the run end.
+- `keyfile`: as `probe` (without the hostile launch directory), but the model keys are in
+  the key file alone, as `jmp --setup` leaves it, on the front ends that read it (KEY_FILE).
 - `kernel_kill`: as `crash`, but the test kill -9s the process that runs the kernel (the
   front end's own), alone, and lets its workers find out.
 
@@ -140,7 +142,7 @@ def _cost(key: tuple[str, Cell]) -> int:
     """Longest first: a cold agent run imports OpenHands; harness runs are quick."""
     scenario, cell = key
     if cell.fe.family == "agent":
-        return (0 if scenario == "probe" else 1) if cell.path == "cold" else 2
+        return (0 if scenario in ("probe", "keyfile") else 1) if cell.path == "cold" else 2
     return 3
 
 
@@ -317,6 +319,27 @@ def probe(cell: Cell) -> Run:
     return _run_once("probe", cell)
 
 
+def _keyfile(cell: Cell) -> Run:
+    """The probe run, but the model keys are in the key file alone (`jmp --setup`'s, 0600 in
+    a 0700 dir; no key variable but the Camofox one), and the untrusted code prints that file's
+    keys encoded (the owner's shell can read the owner's file: the redactor must know them)."""
+    cell.spawn.prepare(confine([]))
+    world = World(cell.spawn, confined=True, hostile=False, key_file=True)
+    try:
+        running = cell.fe.start(world, _task(world, cell, "probe"))
+        kernel = running.kernel_pid()
+        outcome = running.wait(RUN_TIMEOUT_S)
+        events = events_of(world, outcome.session_id)
+        return Run(cell, world, outcome, kernel, events, _leftovers(world))
+    except BaseException:
+        world.close()
+        raise
+
+
+def keyfile(cell: Cell) -> Run:
+    return _run_once("keyfile", cell)
+
+
 def _crash(cell: Cell) -> Run:
     cell.spawn.prepare()
     world = World(cell.spawn, confined=False, hostile=False, umask=0)
@@ -448,6 +471,7 @@ def powercut(cell: Cell) -> Run:
 
 SCENARIOS: dict[str, Callable[[Cell], Run]] = {
     "probe": _probe,
+    "keyfile": _keyfile,
     "crash": _crash,
     "kernel_kill": _kernel_kill,
     "powercut": _powercut,

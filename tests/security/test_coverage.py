@@ -29,6 +29,8 @@ ALIASES = {
     "module:jev_harness.mcp": "jev_harness.mcp.cli:entry, as the jev-harness-mcp console "
     "script runs it; what `python -m` adds (the launch directory) is tests/test_launch_dir.py's",
     "module:apixly_jev_harness.mcp": "the same entry under the alias package (see above)",
+    "console:jmp-agent": "cli.main:entry, as the jmp console script: the name `uvx jmp-agent` "
+    "runs (agent.json, the ACP registry entry)",
 }
 # Entry points that are no front end: nothing a person or a client starts a task through.
 NOT_FRONT_ENDS = {

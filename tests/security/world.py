@@ -119,6 +119,7 @@ class World:
     confined: bool
     hostile: bool = True  # plant modules in the launch dir
     umask: int | None = None  # the front end's umask (None: the suite's own)
+    key_file: bool = False  # the model keys in the key file alone (kernel/config/keys.py)
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="jsm", dir="/tmp")))
     keys: dict[str, str] = field(default_factory=fresh_keys)
     jev: JevServer = field(default_factory=JevServer)
@@ -132,12 +133,20 @@ class World:
         self.witness = self.tmp / "witness.txt"
         self.effect = self.launch / "effect.txt"
         self.mcp_config = self.tmp / "mcp.json"
+        self.config_home = self.tmp / "config"
         self.mcp_secrets = {"arg": f"mcparg-{_word(12)}", "env": f"mcpenv-{_word(12)}"}
         for d in (self.launch, self.out):
             d.mkdir()
-        # The workspace's own file of keys, which the untrusted code prints encoded.
+        # The workspace's own file of keys, which the untrusted code prints encoded; with
+        # `key_file`, jmp's key file instead (`jmp --setup`'s), and no model key in the env.
         self.env_file = self.launch / ".env"
         self.env_file.write_text("".join(f"{k}={v}\n" for k, v in self.keys.items()))
+        if self.key_file:
+            from kernel.config import keys
+
+            del self.keys["DEEPSEEK_API_KEY"]  # set, it would win over the file's Flash key
+            stored = {name: self.keys[name] for name in keys.STORED}
+            self.env_file = keys.write(stored, self.config_home / "jmp" / keys.FILE_NAME)
         os.chmod(self.out, 0o777)
         self.jev.__enter__()
         self.flash.__enter__()
@@ -172,11 +181,15 @@ class World:
         keys (all four: each one set is a secret, used or not), models, dirs and spawn path."""
         env = {k: v for k, v in base_environment().items() if not k.startswith(_STRIPPED)}
         env |= self.keys
+        if self.key_file:  # only the file holds them (the Camofox key stays a variable)
+            for name in ("TYPESAFE_API_KEY", "FLASH_API_KEY"):
+                del env[name]
         env |= {
             "TYPESAFE_BASE_URL": self.jev.url,
             "FLASH_BASE_URL": self.flash.url,
             "JMP_SESSIONS_DIR": str(self.home),
             "JMP_MCP_CONFIG": str(self.mcp_config),
+            "XDG_CONFIG_HOME": str(self.config_home),  # the key file (kernel/config/keys.py)
             "PYTHONUNBUFFERED": "1",
         }
         return env | self.path.env()

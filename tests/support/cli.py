@@ -33,10 +33,43 @@ FLASH_KEY = "sk-bbflash-Q9w8E7r6T5y4U3i2o1p0"
 DEEPSEEK_KEY = "sk-bbdeepseek-Z1x2C3v4B5n6M7k8"
 
 
-def json_lines(stdout: str) -> list[dict[str, Any]]:
-    """Every stdout line is one JSON object (the --json contract); raises otherwise."""
+_SCHEMA: dict[str, Any] = {}  # validators of `jmp --json-schema`: the whole, and per kind
+
+
+def check_line(line: Any) -> None:
+    """One `--json` line validates against the published schema (`jmp --json-schema`,
+    protocol/json_schema.py): every line a test reads from a `--json` stdout passes here. A
+    line of a known kind is checked against that kind's definition (what `oneOf` picks: the
+    kinds differ by `kind`), so that a failure names the field."""
+    if not _SCHEMA:
+        from jsonschema import Draft202012Validator
+
+        from protocol.json_schema import schema
+
+        whole = schema()
+        Draft202012Validator.check_schema(whole)
+        _SCHEMA["*"] = Draft202012Validator(whole)
+        for name in whole["$defs"]:
+            if name.startswith("line."):
+                own = {"$ref": f"#/$defs/{name}", "$defs": whole["$defs"]}
+                _SCHEMA[name] = Draft202012Validator(own)
+    kind = line.get("kind", line.get("type")) if isinstance(line, dict) else None
+    validator = _SCHEMA.get(f"line.{kind}", _SCHEMA["*"])
+    problems = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(line)]
+    assert not problems, (
+        f"a --json line breaks `jmp --json-schema`: {problems[:5]} in {line!r:.600}"
+    )
+
+
+def json_lines(stdout: str, envelope: bool = True) -> list[dict[str, Any]]:
+    """Every stdout line is one JSON object (the --json contract); raises otherwise. With
+    `envelope` (every `--json` stream but jev-harness's `inspect`/`check-task` answers), each
+    line also validates against `jmp --json-schema`."""
     lines = [json.loads(line) for line in stdout.splitlines()]
     assert all(isinstance(line, dict) for line in lines), stdout[-2000:]
+    if envelope:
+        for line in lines:
+            check_line(line)
     return lines
 
 
@@ -50,9 +83,9 @@ class Run:
     lines: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def parsed(cls, code: int, stdout: str, stderr: str) -> Run:
-        """A finished --json run, its stdout parsed strictly."""
-        return cls(code, stdout, stderr, json_lines(stdout))
+    def parsed(cls, code: int, stdout: str, stderr: str, envelope: bool = True) -> Run:
+        """A finished --json run, its stdout parsed strictly (see `json_lines`)."""
+        return cls(code, stdout, stderr, json_lines(stdout, envelope))
 
     @property
     def result(self) -> dict[str, Any]:
@@ -78,6 +111,7 @@ class Cli:
         self.workspace = tmp / "ws"
         self.workspace.mkdir(exist_ok=True)
         (tmp / "mcp.json").write_text('{"mcpServers": {}}')
+        self.config_home = tmp / "config"  # $XDG_CONFIG_HOME: jmp/keys.json (jmp --setup)
         self.extra_env: dict[str, str] = {}
 
     def env(self, **changes: str | None) -> dict[str, str]:
@@ -92,6 +126,7 @@ class Cli:
             FLASH_BASE_URL=self.flash.url,
             JMP_SESSIONS_DIR=str(self.home),
             JMP_MCP_CONFIG=str(self.tmp / "mcp.json"),
+            XDG_CONFIG_HOME=str(self.config_home),  # the key file: this test's, never the user's
             PYTHONUNBUFFERED="1",
         )
         env.update(self.extra_env)
@@ -192,6 +227,7 @@ def wait_for_line(proc: subprocess.Popen[str], predicate: Any, timeout: float = 
         if not line:
             break
         seen.append(json.loads(line))
+        check_line(seen[-1])
         if predicate(seen[-1]):
             return seen
     raise AssertionError(f"no matching line; saw kinds {[s['kind'] for s in seen]}")
