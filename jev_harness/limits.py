@@ -79,15 +79,15 @@ def apply(
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     used = time.process_time()
-    hard = int(used) + budget + HARD_GRACE_S
-    _lower(resource.RLIMIT_CPU, hard, hard + HARD_GRACE_S)
+    cpu = int(used) + budget + HARD_GRACE_S
+    _lower(resource.RLIMIT_CPU, cpu, cpu + HARD_GRACE_S)
     watch = threading.Thread(
         target=_watch, args=(used + budget, target), daemon=True, name="cpu-limit"
     )
     watch.start()
     if os.getuid() != 0:  # root is exempt from RLIMIT_NPROC (see the module docstring)
         _lower(resource.RLIMIT_NPROC, _tasks_of(os.getuid()) + limits.max_processes, keep_hard=keep)
-    if not hard:
+    if keep:
         sys.addaudithook(_refuse_new_limits)
 
 

@@ -30,11 +30,18 @@ HOGS = {
     "memory": ("{}", "b = bytearray(1536 << 20)\nb[::4096] = b'x' * len(b[::4096])\n"),
     "file": ('{"JEV_HARNESS_FILE_MB": "1"}', "open('big.bin', 'wb').write(b'x' * (2 << 20))\n"),
     "cpu": ('{"JEV_HARNESS_CPU_S": "2"}', "while True:\n    pass\n"),
+    # soft limits in `run` (the browser's are the user's): the script may not lift its own
+    "lifted": (
+        "{}",
+        "import resource\ntry:\n    resource.setrlimit(resource.RLIMIT_DATA, (-1, -1))\n"
+        "except PermissionError:\n    pass\nb = bytearray(1536 << 20)\n",
+    ),
 }
 NAMED = {
     "memory": "the memory limit (JEV_HARNESS_MEMORY_MB=1024)",
     "file": "the file size limit (JEV_HARNESS_FILE_MB=1)",
     "cpu": "the CPU time limit (2 s of CPU",
+    "lifted": "the memory limit (JEV_HARNESS_MEMORY_MB=1024)",
 }
 
 
