@@ -1,4 +1,4 @@
-"""jmp's Python API (CONTRACT.md section 4) under an import name of its own: `from jmp_agent
+"""jmp's Python API (docs/CONTRACT.md section 4) under an import name of its own: `from jmp_agent
 import Session, Models, Tools, Agent, Settings, ContextPolicy, load_servers, instructions`, the
 door every front end uses, `open_agent` (kernel/loop/opening.py: admission, keys, secrets,
 create or open, the workspace check, Models, Tools and Agent in one call), and `sessions_home`

@@ -1,6 +1,6 @@
 """The MCP tools of a harness session: closed input schemas and argument checks.
 
-Four tools are advertised (HARNESS.md section 7): `observe`, `arguments`, `operate` and, unless
+Four tools are advertised (docs/HARNESS.md section 7): `observe`, `arguments`, `operate` and, unless
 direct-only, `run_task`; `delegate` is an unadvertised alias of `run_task`. Every input schema
 is closed (`additionalProperties: false`). Arguments are checked here, in code, so that a bad
 call is refused with a fixed code and a message that names the field, never echoing what the
