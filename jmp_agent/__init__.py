@@ -9,7 +9,9 @@ table, main.py re-exports it). Nothing of jmp's imports this package.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # not `typing`'s: `python main.py --version` imports this module
+if TYPE_CHECKING:
+    from typing import Any
 
 _BOUNDARY = {
     "Session": "kernel.store.session",
