@@ -11,8 +11,10 @@ the mechanism of tests/workers/test_warm_pool.py (`aged_pool`): no wait. Runs al
 the modes (the machine is shared); the table gives medians beside a bare `python -c pass` and
 the import of the OpenHands executors, then the pool's resident memory (RSS and USS of the pool
 process, which preloads every worker kind's modules, and of any worker it forked still alive).
-Goals (issue 11): warm first request <= 5x the bare interpreter; warm first effect <= 0.1x the
-executor import; (issue 25) the run after a long idle as warm as any.
+Beside them, `jmp --version` and `jmp --help` (main.py) against the same bare starts. Goals
+(issue 33): warm first request <= 3x the bare interpreter; warm first effect <= 0.1x the executor
+import; cold first effect <= 5 s; `--version` and `--help` <= 1.5x the bare interpreter; (issue
+25) the run after a long idle as warm as any.
 
     python -m bench.coldstart [--runs N] [--modes cold,warm,idle] [--old ROOT] [--before ROOT]
 
@@ -129,6 +131,7 @@ def run(
     offset = Path(tempfile.mkstemp(prefix="jbclock")[1]) if "idle" in dirs else None
     aged = aged_pool(dirs["idle"], offset) if offset is not None else None
     results: dict[str, list[dict[str, float]]] = {mode: [] for mode in columns}
+    about: dict[str, list[float]] = {"--version": [], "--help": []}
     memory = ""
     try:
         if aged is not None:
@@ -137,6 +140,9 @@ def run(
             for n in range(runs):
                 # the bare start, interleaved with the launches: the ratio must see their load
                 bares += [_timed([sys.executable, "-c", "pass"]) for _ in range(3)]
+                for flag, times in about.items():  # one bare start, one of each, in turn
+                    times += [_timed([sys.executable, str(ROOT / "main.py"), flag])]
+                    bares += [_timed([sys.executable, "-c", "pass"])]
                 for mode in columns:
                     tmp = Path(tempfile.mkdtemp(prefix="jb", dir="/tmp"))
                     pooled_run = mode in dirs
@@ -164,7 +170,7 @@ def run(
             for pid in pool_pids(pool_dir):  # one a kernel started after a failed connect
                 os.kill(pid, signal.SIGKILL)
             shutil.rmtree(pool_dir, ignore_errors=True)
-    return _table(results, statistics.median(bares), imports, runs) + memory
+    return _table(results, statistics.median(bares), imports, runs, about) + memory
 
 
 def _wait_ready(directory: Path, proc: subprocess.Popen[bytes], ready_s: float = 600) -> None:
@@ -192,7 +198,11 @@ def _memory(pid: int) -> str:
 
 
 def _table(
-    results: dict[str, list[dict[str, float]]], bare: float, imports: float, runs: int
+    results: dict[str, list[dict[str, float]]],
+    bare: float,
+    imports: float,
+    runs: int,
+    about: dict[str, list[float]],
 ) -> str:
     def med(mode: str, key: str) -> float:
         return statistics.median(r[key] for r in results[mode])
@@ -222,14 +232,24 @@ def _table(
         f"| for scale: `python -c pass` | {bare:.3f} |" + " |" * (len(modes) - 1),
         f"| for scale: importing the OpenHands executors | {imports:.3f} |"
         + " |" * (len(modes) - 1),
+        *(
+            f"| `jmp {flag}` to its exit | {statistics.median(times):.3f}"
+            f" ({statistics.median(times) / bare:.2f}x) |" + " |" * (len(modes) - 1)
+            for flag, times in about.items()
+        ),
         "",
     ]
+    for flag, times in about.items():
+        ratio = statistics.median(times) / bare
+        lines.append(f"`jmp {flag}` / bare interpreter: {ratio:.2f}x (goal <= 1.5x)")
     if "warm" in results:
         lines += [
-            f"warm first request / bare interpreter: {med('warm', 'jev') / bare:.1f}x (goal <= 5x)",
+            f"warm first request / bare interpreter: {med('warm', 'jev') / bare:.1f}x (goal <= 3x)",
             f"warm first effect / executor import: {med('warm', 'effect') / imports:.3f}x"
             " (goal <= 0.1x)",
         ]
+    if "cold" in results:
+        lines.append(f"cold first effect: {med('cold', 'effect'):.1f} s (goal <= 5 s)")
     if "idle" in results and "cold" in results:
         ratios = ", ".join(f"{k} {med('idle', k) / med('cold', k):.3f}x" for _, k in rows)
         lines.append(
