@@ -1,7 +1,9 @@
 """`jmp` / `python main.py`: parse and validate the command line, then list or run.
 
 Imports stay lazy: `--list` must start nearly as fast as a bare interpreter, so nothing here
-pulls in msgspec, zmq or any vendor SDK until a run needs it.
+pulls in msgspec, zmq or any vendor SDK until a run needs it; `--version` and `--help` load
+argparse, cli/about.py, kernel/errors.py and kernel/config/install.py and no other module of
+jmp's, not even typing or json (issue 33; tests/cli/test_cli_imports.py).
 """
 
 from __future__ import annotations
@@ -10,23 +12,14 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, TextIO
 
 from cli.about import Version, epilog
-from cli.listing import print_sessions
 from kernel.errors import JmpError, SessionNotFound, UsageError, WorkspaceMismatch
-from kernel.store.catalog import (
-    HARNESS,
-    harness_refusal,
-    is_session_id,
-    list_sessions,
-    read_created_by,
-    read_workspace,
-    sessions_home,
-)
-from kernel.store.workspace import check_workspace, utf8_problem
 
+TYPE_CHECKING = False  # not `typing`'s: importing typing is a tenth of a bare start
 if TYPE_CHECKING:
+    from typing import TextIO
+
     from _typeshed import SupportsWrite
 
     from cli.printer import Printer
@@ -98,6 +91,8 @@ def _parser() -> argparse.ArgumentParser:
 
 def _check_text(args: argparse.Namespace) -> None:
     """Arguments must be UTF-8 text: argv bytes that are not arrive as surrogates (issue 9)."""
+    from kernel.store.workspace import utf8_problem
+
     for name in ("prompt", "workspace", "session", "sessions_dir"):
         value = getattr(args, name)
         problem = utf8_problem(value) if isinstance(value, str) else ""
@@ -163,6 +158,8 @@ def _validate(args: argparse.Namespace) -> None:
     if args.prompt is None and args.session is None:
         raise UsageError("nothing to do: give a task as the argument, or --session ID")
     if args.workspace is not None:
+        from kernel.store.workspace import check_workspace
+
         try:
             check_workspace(args.workspace)
         except UsageError as exc:
@@ -176,6 +173,15 @@ def _named(flags: list[str]) -> str:
 
 
 def _validate_session(args: argparse.Namespace) -> None:
+    from kernel.store.catalog import (
+        HARNESS,
+        harness_refusal,
+        is_session_id,
+        read_created_by,
+        read_workspace,
+        sessions_home,
+    )
+
     home = sessions_home(args.sessions_dir)
     directory = home / args.session
     # lexists: a link or a FIFO there is a session that opening refuses with the reason.
@@ -233,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
             sys.stdout.write(text())
             return 0
         if args.list:
+            from cli.listing import print_sessions
+            from kernel.store.catalog import list_sessions, sessions_home
+
             home = sessions_home(args.sessions_dir)
             print_sessions(list_sessions(home), args.json, home)
             return 0
@@ -259,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
             return serve(args.sessions_dir)
         if args.verify:
             from cli.verify import verify
+            from kernel.store.catalog import sessions_home
 
             return verify(sessions_home(args.sessions_dir), args.session, args.json)
         printer = _printer(as_json)

@@ -1,8 +1,8 @@
 """Helpers for scripts: record checks and verifiers built from markers.
 
-`markers` is, as HARNESS.md writes it, a mapping from each requested category (the record
-label) to the marker its quotes must contain: `{"requirements": "REQ-7"}`. A list of markers is
-accepted too; each marker is then its own label.
+`markers` is, as docs/HARNESS.md section 2 writes it, a mapping from each requested category
+(the record label) to the marker its quotes must contain: `{"requirements": "REQ-7"}`. A list of
+markers is accepted too; each marker is then its own label.
 """
 
 from __future__ import annotations

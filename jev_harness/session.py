@@ -9,8 +9,8 @@ that holds the task and, unless `direct_only`, the router worker that puts decis
         s.operate("files.read", {"path": "p1"}, view["state_ref"])
         result = s.delegate()                    # or let Jev run it to the end
 
-Refusals raise `HarnessRejected` whose `code` is a fixed word (HARNESS.md section 7). The kernel
-is imported here, lazily: a task script that imports `jev_harness` never loads it.
+Refusals raise `HarnessRejected` whose `code` is a fixed word (docs/HARNESS.md section 7). The
+kernel is imported here, lazily: a task script that imports `jev_harness` never loads it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""jmp's Python API (CONTRACT.md section 4) under an import name of its own: `from jmp_agent
+"""jmp's Python API (docs/CONTRACT.md section 4) under an import name of its own: `from jmp_agent
 import Session, Models, Tools, Agent, Settings, ContextPolicy, load_servers, instructions`, the
 door every front end uses, `open_agent` (kernel/loop/opening.py: admission, keys, secrets,
 create or open, the workspace check, Models, Tools and Agent in one call), and `sessions_home`
@@ -9,7 +9,9 @@ table, main.py re-exports it). Nothing of jmp's imports this package.
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False  # not `typing`'s: `python main.py --version` imports this module
+if TYPE_CHECKING:
+    from typing import Any
 
 _BOUNDARY = {
     "Session": "kernel.store.session",

@@ -1,4 +1,4 @@
-"""Event-log records (CONTRACT.md section 5): the envelope and one data struct per kind.
+"""Event-log records (docs/CONTRACT.md section 5): the envelope and one data struct per kind.
 
 The envelope is `{"version", "session_id", "seq", "time", "kind", "data"}`; jev-harness's own
 kinds are in protocol/harness_events.py, their base in protocol/event_base.py. Data structs omit

@@ -1,4 +1,4 @@
-"""Kernel<->harness-worker messages (HARNESS.md): load a task script, observe, offer, operate.
+"""Kernel<->harness-worker messages (docs/HARNESS.md 2): load a script, observe, offer, operate.
 
 The harness worker holds the task script, its toolkits and its evidence store; the kernel holds
 the session, the limits and the selection policy. Options travel as ids and descriptions only:
@@ -53,7 +53,7 @@ class ToolInfo(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
 
 class Receipt(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
-    """The artifact receipt (HARNESS.md section 2) and the verifier's verdict."""
+    """The artifact receipt (docs/HARNESS.md section 2) and the verifier's verdict."""
 
     path: str
     exists: bool

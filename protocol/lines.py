@@ -1,9 +1,10 @@
 """The lines a front end writes on stdout that are no event of a session: a protocol type.
 
-The `result` line (`jmp --json`, `jev-harness run --json`: CONTRACT.md section 3, HARNESS.md
-section 6) and `jmp --list --json`'s `sessions` line carry the event envelope's fields in its
-order, `seq` always null. Written by kernel/display.py `json_line` alone (redacted, the id
-checked, terminal-safe). A stdlib dataclass (the shared leaf: `jmp --list` loads no msgspec).
+The `result` line (`jmp --json`, `jev-harness run --json`: docs/CONTRACT.md section 3,
+docs/HARNESS.md section 6) and `jmp --list --json`'s `sessions` line carry the event envelope's
+fields in its order, `seq` always null. Written by kernel/display.py `json_line` alone
+(redacted, the id checked, terminal-safe). A stdlib dataclass (the shared leaf: `jmp --list`
+loads no msgspec).
 """
 
 from __future__ import annotations

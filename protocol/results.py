@@ -1,10 +1,11 @@
 """A run's result as every front end hands it over: one struct, whoever ran the run.
 
-It is the `data` of the `result` line (`jmp --json`, `jev-harness run --json`: CONTRACT.md
-section 3, HARNESS.md section 6), what `Agent.run` returns (CONTRACT.md section 4, as a dict)
-and what a harness session's `delegate()`/`close()` and the MCP `run_task` tool return. Built in
-one place (kernel/run/ledger.py), summary redacted; printed by one writer (kernel/display.py
-`json_line`, as the `data` of a protocol/lines.py `Line`).
+It is the `data` of the `result` line (`jmp --json`, `jev-harness run --json`:
+docs/CONTRACT.md section 3, docs/HARNESS.md section 6), what `Agent.run` returns
+(docs/CONTRACT.md section 4, as a dict) and what a harness session's `delegate()`/`close()` and
+the MCP `run_task` tool return. Built in one place (kernel/run/ledger.py), summary redacted;
+printed by one writer (kernel/display.py `json_line`, as the `data` of a protocol/lines.py
+`Line`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from protocol.events import RunStatus
 
 class RunResult(msgspec.Struct, kw_only=True, frozen=True):
     """`artifact` (a harness run's receipt, or None) is left out of an agent run's result:
-    CONTRACT.md section 4 names exactly four keys there."""
+    docs/CONTRACT.md section 4 names exactly four keys there."""
 
     session_id: str | None
     status: RunStatus

@@ -333,3 +333,28 @@ def test_an_mcp_config_no_process_can_take_is_refused_before_a_session(short_tmp
 def test_help_exits_0():
     proc = jmp("--help")
     assert proc.returncode == 0 and "--sessions-dir" in proc.stdout
+
+
+# What `jmp --version` and `jmp --help` may load of jmp's: the parser, the text they print and
+# where it comes from (the version and the data homes: kernel/config/install.py, stdlib only).
+ABOUT = {"cli", "cli.main", "cli.about", "kernel", "kernel.errors", "kernel.config"}
+ABOUT |= {"kernel.config.install", "jmp_agent"}  # jmp_agent: main.py's lazy re-exports
+OURS = ("cli", "kernel", "workers", "protocol", "host", "acp_server", "jev_harness", "jmp_agent")
+
+
+@pytest.mark.parametrize("flag", ["--version", "--help"])
+@pytest.mark.parametrize("how", ["console script", "main.py"])
+def test_version_and_help_import_only_what_they_print(flag, how, home):
+    """Issue 33: they start near a bare interpreter. No kernel module past the install's
+    description, no worker, protocol or model module, no vendor SDK, not even typing or json."""
+    argv = [str(Path(sys.executable).parent / "jmp")] if how == "console script" else []
+    argv = argv or [sys.executable, str(ROOT / "main.py")]
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "PYTHONPROFILEIMPORTTIME": "1"}
+    proc = subprocess.run([*argv, flag], env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and ("jmp " in proc.stdout or "--sessions-dir" in proc.stdout)
+    loaded = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()[1:]}
+    assert "argparse" in loaded  # the probe works
+    ours = {name for name in loaded if name.split(".")[0] in OURS}
+    assert ours <= ABOUT, sorted(ours - ABOUT)
+    third = {*VENDOR, "msgspec", "psutil", "typing", "json"}
+    assert not {name.split(".")[0] for name in loaded} & third

@@ -1,4 +1,4 @@
-"""The `jev-harness` command line (HARNESS.md section 6): `main` runs check-task, run and
+"""The `jev-harness` command line (docs/HARNESS.md section 6): `main` runs check-task, run and
 inspect; `output` prints them; `check_launch` starts the check-task probe, decides whether it
 is confined and builds the verdict from its strictly decoded finding; `options` holds the run
 options that this CLI and the MCP server both take.

@@ -1,4 +1,4 @@
-"""`jev-harness`: check-task, run and inspect (HARNESS.md section 6).
+"""`jev-harness`: check-task, run and inspect (docs/HARNESS.md section 6).
 
 Exit status: 0 for `completed`, a sound `check-task` and `inspect`; 2 otherwise (usage errors
 included). With `--json`, `run` prints every persisted event as a JSON line, then one `result`

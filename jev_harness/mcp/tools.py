@@ -1,6 +1,6 @@
 """The MCP tools of a harness session: closed input schemas, output schemas, hints, checks.
 
-Four tools are advertised (HARNESS.md section 7): `observe`, `arguments`, `operate` and, unless
+Four tools are advertised (docs/HARNESS.md section 7): `observe`, `arguments`, `operate` and, unless
 direct-only, `run_task`; `delegate` is an unadvertised alias of `run_task`. Every input schema
 is closed (`additionalProperties: false`). Every tool has an `outputSchema` that each of its
 results' `structuredContent` fits, a refusal's `{code, message}` included, and the four

@@ -6,7 +6,7 @@ builds jmp (its `name` is DISTRIBUTION) lies beside main.py: a source tree, with
 editable install (`make install`). A wheel never carries pyproject.toml, so an installed copy
 (`uv tool install`, `pipx install`, `pip install`: main.py in site-packages) is not one.
 
-- A checkout keeps its data inside, as CONTRACT.md says: PROJECT/.jmp/sessions and
+- A checkout keeps its data inside, as docs/JMP.md "Sessions" says: PROJECT/.jmp/sessions and
   PROJECT/.jmp/mcp.json.
 - An installed copy keeps it where users of command-line tools look, never inside the package
   (an uninstall or a reinstall would delete it): sessions under $XDG_DATA_HOME/jmp/sessions

@@ -1,4 +1,4 @@
-"""Settings from the environment (CONTRACT.md section 8), checked before any session exists."""
+"""Settings from the environment (docs/CONTRACT.md section 8), checked before any session exists."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 `observe()` / `arguments()` create no capture; `operate()` runs one operation chosen by the
 caller (recorded with method `caller`); `delegate()` lets Jev run the task to its end. Refusals
-raise `HarnessRejected` with a fixed code (HARNESS.md section 7), checked in this order, with
+raise `HarnessRejected` with a fixed code (docs/HARNESS.md section 7), checked in this order, with
 no `tool_started` written: busy, direct_only, route_fixed, budget_exhausted, stale_state,
 repeated_operation, incomplete, unoffered. Calls are served one at a time: a concurrent call is
 refused `busy`, never queued.

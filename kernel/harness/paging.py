@@ -1,4 +1,4 @@
-"""Request sizing and paging of large domains (HARNESS.md section 3).
+"""Request sizing and paging of large domains (docs/HARNESS.md section 3).
 
 A question allows at most MAX_OPTIONS labels, and a whole request (state, instructions and
 every label and description, in UTF-8) at most REQUEST_BUDGET bytes. A domain that does not fit

@@ -1,4 +1,4 @@
-"""The selection policy (HARNESS.md section 3): accept Jev's choice from probabilities alone.
+"""The selection policy (docs/HARNESS.md section 3): accept Jev's choice from probabilities alone.
 
 `match` needs top >= 0.55 and margin (top minus second) >= 0.10; `explore` needs top >= 0.30
 and margin >= 0.0. Jev's `confidence` is never consulted. An answer whose labels differ from the

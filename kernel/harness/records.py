@@ -1,7 +1,8 @@
 """What a harness operation's end puts into the ledger: its `Outcome`, its receipt.
 
 The ledger (kernel/run/ledger.py) writes `tool_finished` and its artifacts exactly as for an
-agent call; a reply that carries a receipt is followed by a `receipt` record (HARNESS.md 5).
+agent call; a reply that carries a receipt is followed by a `receipt` record (docs/HARNESS.md
+section 5).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Argument offload (CONTRACT.md section 7): build arguments in code when a schema fixes them.
+"""Argument offload (docs/CONTRACT.md section 7): build arguments in code when a schema fixes them.
 
 A schema is fixed when every value it admits is determined: a closed empty object, a required
 `const`, a single-value `enum`, `null`, or a closed object whose properties are all required and

@@ -35,14 +35,16 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from kernel.errors import JmpError, LogReplaced, StorageError
 from kernel.store.event_log import EventLog
 from kernel.store.guard import storage_error
 from protocol.events import Event
+
+if TYPE_CHECKING:  # imported with the first round that holds files (it loads logging)
+    from concurrent.futures import ThreadPoolExecutor
 
 STOPPED = "; the run stopped: nothing after it was recorded or shown"
 # Linux may drop the pages of a failed fsync: a later fsync that succeeds proves nothing.
@@ -312,6 +314,8 @@ def _fsync(fd: int, path: Path) -> StorageError | None:
 
 def _executor() -> ThreadPoolExecutor:
     global _pool
+    from concurrent.futures import ThreadPoolExecutor
+
     with _pool_lock:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="jmp-fsync")

@@ -1,4 +1,4 @@
-"""Which tool calls have an unknown outcome, read from the log alone (CONTRACT.md section 6).
+"""Which tool calls have an unknown outcome, read from the log alone (docs/CONTRACT.md section 6).
 
 A call is *interrupted* when it has `tool_started` and no `tool_finished`, or when it is the
 last shell command and its `tool_finished` says it did not finish: `interrupted: true` (stopped

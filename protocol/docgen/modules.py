@@ -1,6 +1,6 @@
 """docs/INTERNALS.md, the module map, generated from the tree and each module's docstring.
 
-Each module's docstring gives its contract (STYLE.md); its first paragraph is the map's line.
+Each module's docstring gives its contract; its first paragraph is the map's line.
 Tooling, not runtime: it reads the source files (tokens, no import) when called.
 """
 

@@ -52,3 +52,34 @@ def test_every_kernel_module_loads_only_allowed_infrastructure() -> None:
     assert not eager, f"kernel modules import {eager} at import time; see LAZY for where instead"
     for vendor in ("openhands", "openai", "typesafe_sdk", "mcp", "acp", "litellm"):
         assert vendor not in found["loaded"]
+
+
+# What a CLI run imports on its path to the first Jev request (cli/run.py, kernel/loop/agent.py)
+# and the stdlib it must leave for later (issue 33): each is imported where first used.
+FIRST_REQUEST = (
+    "cli.printer",
+    "cli.run",
+    "kernel.config.settings",
+    "kernel.supervision.models",
+    "kernel.loop.opening",
+    "kernel.loop.agent",
+    "kernel.config.mcp",
+    "kernel.supervision.tools",
+    "kernel.store.session",
+    "kernel.store.commit",
+)
+LATER = {
+    "sqlite3": "the recall index: opened when a session has pages to recall (context_view.py)",
+    "concurrent": "parallel fsyncs of a round that holds files (kernel/store/commit.py)",
+    "logging": "loaded by concurrent.futures; a warning's own import elsewhere",
+}
+
+
+def test_the_path_to_the_first_request_imports_nothing_it_does_not_need() -> None:
+    code = f"import sys\nimport {', '.join(FIRST_REQUEST)}\nprint(sorted(sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    loaded = {name.split(".")[0] for name in json.loads(out.stdout.replace("'", '"'))}
+    assert "msgspec" in loaded  # the probe works
+    early = sorted(loaded & set(LATER))
+    assert not early, f"imported before the first request: {early}; see LATER for where instead"

@@ -9,11 +9,13 @@ raises.
 from __future__ import annotations
 
 import re
-import sqlite3
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernel.errors import JmpError
+
+if TYPE_CHECKING:
+    import sqlite3  # imported where a search runs: a new session's first request needs none
 
 WORD = re.compile(r"\w+")
 MAX_TERMS = 16
@@ -151,6 +153,8 @@ class RecallSearch:
         return [Page(*row) for row in self._rows(sql, params)]
 
     def _rows(self, sql: str, params: tuple[Any, ...] | list[Any]) -> list[Any]:
+        import sqlite3  # loaded already: the index that owns `_db` opened it
+
         if not self._ensure() or self._db is None:
             raise RecallError(f"the recall index is unavailable ({self.problem or 'not open'})")
         try:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kernel.context.recall.index import RecallIndex
 from kernel.context.recall.search import Page, RecallError
 from protocol.catalog import RECALL, is_snapshot
+
+if TYPE_CHECKING:  # the index (SQLite) is opened by its owner, the context view, when needed
+    from kernel.context.recall.index import RecallIndex
 
 RECALL_SCHEMA: dict[str, Any] = {
     "type": "object",
