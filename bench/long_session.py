@@ -81,7 +81,7 @@ def write_log(home: Path, workspace: Path, n: int) -> str:
     from kernel.context.render import archive_calls
     from kernel.context.state import State, call_index, fold
     from kernel.store import log_index
-    from kernel.store.log_index import Chainer, Entry, IndexWriter
+    from kernel.store.log_index import Chainer, IndexWriter, kind_bits, mark
     from kernel.store.pending import Settling
 
     sid = uuid.uuid4().hex
@@ -94,24 +94,26 @@ def write_log(home: Path, workspace: Path, n: int) -> str:
     checkpoint: tuple[bytes, int] | None = None
     per_run = max(10, n // REQUESTS)
     chunk: list[bytes] = []  # the lines since the last entry: hashed once per entry
+    kinds = 0  # the chunk's summary
     run: list[Event] = []  # the records since the last fold: folded once per compaction
 
     def put(data: object) -> Event:
-        nonlocal offset, seq, since
+        nonlocal offset, seq, since, kinds
         seq, since = seq + 1, since + 1
         event = make_event(sid, seq, now + seq * 0.001, data)  # type: ignore[arg-type]
         line = encode_event(event) + b"\n"
         chunk.append(line)
         offset += len(line)
         settling.add(event)
+        kinds |= kind_bits((event.kind,))
         run.append(event)
         if seq % stride == 0:
-            settled = settling.settled
             block = b"".join(chunk)
             log.write(block)
             chainer.update(block)
-            entries.append(Entry(seq, offset, chainer.close(settled), settled))
+            entries.append(mark(seq, offset, chainer.close(), settling.resume(), kinds))
             chunk.clear()
+            kinds = 0
         return event
 
     with (directory / "events.jsonl").open("wb") as log:
