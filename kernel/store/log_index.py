@@ -2,19 +2,23 @@
 
 Beside events.jsonl, written only by the holder of the session lock. A header (magic, format,
 stride, session id) and then one fixed-size entry per `stride` records: entry k says that
-records 1 to (k+1)*stride end at byte `offset` of the log, whether every tool call among them
-has its outcome (`settled`: kernel/store/pending.py would find none unsettled in them), and
-that the bytes of chunk k (its `stride` lines) chain to `digest` (BLAKE2b-128 of entry k-1's
-digest, chunk k's bytes and the settled byte). Header and entries each carry a CRC-32 of
-themselves, so damage to this file is told apart from a change to the log.
+records 1 to (k+1)*stride end at byte `offset` of the log, that the bytes of chunk k (its
+`stride` lines) chain to `digest` (BLAKE2b-128 of entry k-1's digest and chunk k's bytes), and
+its state: whether every tool call among records 1..seq has its outcome (`settled`:
+kernel/store/pending.py would find none unsettled in them) and, when not, the seqs of the few
+records that rebuild the calls still open (`resume`, pending.Settling.resume), so that open
+resumes at any entry whatever the calls straddle; and which kinds of record the chunk holds
+(`kinds`, so that a reader after rare kinds skips the chunks without them). A seal (BLAKE2b-64
+of the digest and the state) and a CRC-32 of each entry and of the header tell damage to this
+file apart from a change to the log.
 
 Derived and disposable, never trusted over the log: an entry is written only once an fsync of
 the log covered its bytes, and is fsynced itself; a missing, foreign or other-format file
-(format 1 had no settled mark) is rebuilt from the log by a full check, a damaged entry is
-dropped with everything after it. A chunk whose bytes no longer chain to their digest is a
-changed log (CorruptLog), not a stale index: nothing legitimate rewrites a line once it is
-written. A settled mark changed without its digest is a damaged index (rebuilt); see
-docs/DECISIONS.md for what a forger who rewrites the chain could hide, and `--verify`.
+(format 1 had no settled mark, format 2 no resume point) is rebuilt from the log by a full
+check, a damaged entry (CRC, place or seal) is dropped with everything after it. A chunk whose
+bytes no longer chain to their digest is a changed log (CorruptLog), not a stale index: nothing
+legitimate rewrites a line once it is written. See docs/DECISIONS.md for what a forger who
+rewrites the index consistently could hide, and `--verify`.
 """
 
 from __future__ import annotations
