@@ -56,6 +56,7 @@ class EventLog:
         self._read_only = False
         self._synced = 0  # the size an fsync last covered (or the size when loaded)
         self._index: _Indexing | None = None
+        self.older_index: int | None = None  # load() found an index of this older format
 
     def start_index(self, session_id: str) -> None:
         """Keep events.index for a log created empty here (before its first append)."""
@@ -122,6 +123,8 @@ class EventLog:
         if found is not None:
             stride, entries, _damaged = found  # a damaged end is cut when next appended to
             kept = len(entries)
+        elif not verify:
+            self.older_index = log_index.older_format(self.path.parent, session_id)
         first = self._check_ends(fd, session_id, entries, size)
         resume, settling, settled = self._resume(fd, session_id, entries)
         base = entries[-1] if entries else log_index.START

@@ -188,6 +188,25 @@ def read(directory: Path, session_id: str) -> tuple[int, list[Entry], bool] | No
     return stride, entries, len(raw) - HEADER_SIZE != whole
 
 
+def older_format(directory: Path, session_id: str) -> int | None:
+    """The format of this session's index when it is an older one (rebuilt at this open)."""
+    try:
+        fd = os.open(directory / NAME, os.O_RDONLY | NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    try:
+        raw = os.pread(fd, HEADER_SIZE, 0)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    header = _unpack(_HEADER, raw) if len(raw) == HEADER_SIZE else None
+    if header is None or header[0] != MAGIC or header[3] != session_id.encode():
+        return None
+    old = int(header[1])  # type: ignore[call-overload]
+    return old if 0 < old < FORMAT else None
+
+
 class IndexWriter:
     """Appends entries to events.index (fsynced); creates or replaces it atomically when it
     is missing or damaged. A failure disables it for the session: the index is only a cache,

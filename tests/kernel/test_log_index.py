@@ -346,18 +346,22 @@ def test_a_forged_resume_point_is_caught_where_it_is_read_and_by_verify(left_ope
         assert [r.call_id for r in pending.unsettled(s.events)] == ["c1"]
 
 
-@pytest.mark.parametrize("old", [1, 2], ids=["no-marks", "settled-marks-only"])
-def test_an_index_of_an_older_format_is_rebuilt(session, old):
+@pytest.mark.parametrize("fmt", [1, 2], ids=["no-marks", "settled-marks-only"])
+def test_an_index_of_an_older_format_is_rebuilt_and_said_once(session, fmt, capsys):
     home, sid = session
     index = home / sid / log_index.NAME
     good = index.read_bytes()
     header = bytearray(good[: log_index.HEADER_SIZE - 4])
-    header[8:12] = old.to_bytes(4, "little")  # a valid CRC: an older build's file
+    header[8:12] = fmt.to_bytes(4, "little")  # a valid CRC: an older build's file
     old = bytes(header) + zlib.crc32(bytes(header)).to_bytes(4, "little")
     index.write_bytes(old + good[log_index.HEADER_SIZE :])
     with Session.open(home, sid) as s:
         assert s.events.settled == RECORDS
     assert index.read_bytes() == good
+    assert capsys.readouterr().err.count(f"was of an older format ({fmt}); rebuilt") == 1
+    with Session.open(home, sid):
+        pass
+    assert "older format" not in capsys.readouterr().err
 
 
 def random_calls(seed: int, n: int) -> list[object]:
