@@ -6,7 +6,8 @@ that events.index is the one a full check builds. Each load is a fresh `python m
 driven by a hand-framed JSON-RPC client (so the client's own decoding costs nothing):
 `initialize`, `session/list` (answered once the SDK has loaded), then `session/load` timed from
 its request to its response, every notification before it counted with its bytes on the wire.
-Peak RSS is the agent process's VmHWM, with what it held before the load beside it. Rows: the
+Peak RSS is the agent process's VmHWM, with what it held before the load beside it; "read" is
+the bytes it read during the load (its /proc rchar: every read call, page cache or not). Rows: the
 default (the last JMP_ACP_LOAD_TURNS=50 turns) on the first load (no acp-modes.json yet: the
 mode and approvals are read from the log's bytes) and again (from acp-modes.json), and for the
 smaller sizes the whole history (JMP_ACP_LOAD_TURNS=0, what every load sent before). `open` is
@@ -47,9 +48,15 @@ def _hwm(pid: int) -> float:
     return int(line.split()[1]) / 1024
 
 
+def _read(pid: int) -> int:
+    """The bytes the process has read so far (its `rchar`: every read, page cache or not)."""
+    with open(f"/proc/{pid}/io") as f:
+        return int(next(x for x in f if x.startswith("rchar")).split()[1])
+
+
 def load(home: Path, workspace: Path, sid: str, turns: str | None) -> dict[str, Any]:
     """One `session/load` in a fresh `jmp --acp`: ms, updates, bytes, peak RSS (MB) after and
-    before it, and the response's `_meta.jmp.replay`."""
+    before it, the bytes the agent read meanwhile, and the response's `_meta.jmp.replay`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JMP_", "JEV_", "FLASH_"))}
     env |= {
         "JMP_SESSIONS_DIR": str(home),
@@ -88,16 +95,17 @@ def load(home: Path, workspace: Path, sid: str, turns: str | None) -> dict[str, 
 
         ask(_frame("initialize", 1, {"protocolVersion": 1}), 1)
         ask(_frame("session/list", 2, {}), 2)  # answered once the SDK is loaded
-        before = _hwm(proc.pid)
+        before, read = _hwm(proc.pid), _read(proc.pid)
         params = {"sessionId": sid, "cwd": str(workspace), "mcpServers": []}
         began = time.perf_counter()
         reply, count, size = ask(_frame("session/load", 3, params), 3)
         ms = (time.perf_counter() - began) * 1000
         if "error" in reply:
             raise RuntimeError(f"session/load failed: {reply['error']}")
-        peak = _hwm(proc.pid)
+        peak, read = _hwm(proc.pid), _read(proc.pid) - read
         meta = (reply["result"].get("_meta") or {}).get("jmp", {}).get("replay", {})
-        return {"ms": ms, "updates": count, "bytes": size, "rss": peak, "base": before, **meta}
+        result = {"ms": ms, "updates": count, "bytes": size, "rss": peak, "base": before}
+        return {**result, "read": read, **meta}
     finally:
         proc.stdin.close()
         proc.wait(timeout=120)
@@ -149,6 +157,7 @@ def run() -> str:
             for label, turns in plan:
                 r = load(home, workspace, sid, turns)
                 sent = f"{r['updates']:,} updates, {r['bytes'] / 1e6:.2f} MB"
+                sent += f"; the agent read {r['read'] / 1e6:.1f} MB"
                 if r.get("omitted_records"):
                     sent += f"; records {r['from_seq']:,}-{r['records']:,} replayed"
                 row(n, size, label, r, sent)

@@ -15,9 +15,16 @@ second `make bench` does not write 375 MB again. Rows:
   date); replay (`jmp --json --session ID`, no prompt: the saved answer); acp load (what
   `session/load` sends: its last turns, acp_server/history.py); compact (`--compact`, on a copy).
 
+Open and replay also run on two other record patterns (issue 33): "pairs" (bare tool_started /
+tool_finished pairs, a call open across every index entry) and "random" (calls in a random
+order, at most three open at once). Each row's time is also given as a multiple of the same
+row at the smallest size, measured in the same run.
+
 Peak RSS is the process's (VmHWM), with what the imports alone reach beside it.
 
-    python -m bench long_session          (JMP_BENCH_LONG=1000,100000 for fewer sizes)
+    python -m bench long_session          (JMP_BENCH_LONG=1000,100000 for fewer sizes;
+                                           JMP_BENCH_LONG_PATTERNS=pairs,random for fewer;
+                                           JMP_BENCH_LONG_REPEAT=3: each row's median of 3)
 """
 
 from __future__ import annotations
@@ -56,6 +63,13 @@ ROOT = Path(__file__).resolve().parent.parent
 OPS = ("first open", "open", "verify", "projection", "replay", "acp load", "compact")
 # JMP_BENCH_LONG_OPS="open,verify": only these rows
 OPS = tuple(o for o in os.environ.get("JMP_BENCH_LONG_OPS", ",".join(OPS)).split(",") if o)
+# The record patterns (write_log): the agent's rhythm, and for open and replay bare call pairs
+# straddling every index entry and random calls (issue 33). JMP_BENCH_LONG_PATTERNS=agent: one.
+PATTERNS = tuple(
+    p for p in os.environ.get("JMP_BENCH_LONG_PATTERNS", "agent,pairs,random").split(",") if p
+)
+PATTERN_OPS = ("open", "replay")
+REPEAT = int(os.environ.get("JMP_BENCH_LONG_REPEAT", "1"))  # runs per row: the median is shown
 
 
 GENERATOR = 2  # the shape written below (cached logs under /tmp are keyed by it)
@@ -64,7 +78,7 @@ OUT = "ok " * 60  # a test run's output preview
 COMPACT_EVERY = 2000  # a run's end compacts when this many records came since (AUTO_COMPACT)
 
 
-def write_log(home: Path, workspace: Path, n: int) -> str:
+def write_log(home: Path, workspace: Path, n: int, pattern: str = "agent") -> str:
     """A session directory with an n-record log and its events.index, as a session that ran
     that long leaves them; its id.
 
@@ -76,12 +90,18 @@ def write_log(home: Path, workspace: Path, n: int) -> str:
     from the previous checkpoint). The last run ends completed, compacted, at record n. The
     index is written as the kernel writes it (digests chained over the lines, settled marks
     kept by pending.Settling); the "first open" row rebuilds it by a full check and says
-    whether the kernel's own index came out byte-identical."""
+    whether the kernel's own index came out byte-identical.
+
+    `pattern` "pairs" (issue 33): one request whose run is bare tool_started / tool_finished
+    pairs with a tool_started at every stride-th record, so that a call is open across every
+    index entry and none is settled, then a completed final; "random": calls in a random order,
+    at most three open at once, ended by their end or by an uncertainty record and its
+    acknowledgement, bash and edits mixed, a completed final after the last has ended."""
     from kernel.context.checkpoint import encode_checkpoint
     from kernel.context.render import archive_calls
     from kernel.context.state import State, call_index, fold
     from kernel.store import log_index
-    from kernel.store.log_index import Chainer, Entry, IndexWriter
+    from kernel.store.log_index import Chainer, IndexWriter, kind_bits, mark
     from kernel.store.pending import Settling
 
     sid = uuid.uuid4().hex
@@ -94,29 +114,36 @@ def write_log(home: Path, workspace: Path, n: int) -> str:
     checkpoint: tuple[bytes, int] | None = None
     per_run = max(10, n // REQUESTS)
     chunk: list[bytes] = []  # the lines since the last entry: hashed once per entry
+    kinds = 0  # the chunk's summary
     run: list[Event] = []  # the records since the last fold: folded once per compaction
 
     def put(data: object) -> Event:
-        nonlocal offset, seq, since
+        nonlocal offset, seq, since, kinds
         seq, since = seq + 1, since + 1
         event = make_event(sid, seq, now + seq * 0.001, data)  # type: ignore[arg-type]
         line = encode_event(event) + b"\n"
         chunk.append(line)
         offset += len(line)
         settling.add(event)
+        kinds |= kind_bits((event.kind,))
         run.append(event)
         if seq % stride == 0:
-            settled = settling.settled
             block = b"".join(chunk)
             log.write(block)
             chainer.update(block)
-            entries.append(Entry(seq, offset, chainer.close(settled), settled))
+            entries.append(mark(seq, offset, chainer.close(), settling.resume(), kinds))
             chunk.clear()
+            kinds = 0
         return event
 
     with (directory / "events.jsonl").open("wb") as log:
         put(SessionData(sid, str(workspace)))
         request = 0
+        if pattern != "agent":
+            put(UserData(text="request 1: make the tests pass"))
+            put(RunStartedData(model="flash", router_model="jev", workspace=str(workspace)))
+            calls_of(pattern, n - 1 - seq, put)
+            put(FinalData(status="completed", summary="done with request 1"))
         while seq < n:
             request += 1
             left = n - seq
@@ -152,6 +179,54 @@ def write_log(home: Path, workspace: Path, n: int) -> str:
     IndexWriter(directory, sid, stride, None).write(entries)
     (directory / "lock").touch()
     return sid
+
+
+def calls_of(pattern: str, n: int, put: Any) -> None:
+    """`n` records of tool calls in `pattern` ("pairs" or "random"), every call ended."""
+    import random
+
+    from protocol.events import ToolUncertainData
+
+    def start(call: str, tool: str = "bash") -> None:
+        put(ToolStartedData(call_id=call, tool=tool, target="pytest -q", request=""))
+
+    def end(call: str, code: int = 0) -> None:
+        put(ToolFinishedData(call_id=call, tool="bash", status="ok", exit_code=code, text=OUT))
+
+    def route() -> None:
+        put(RouteData("bash", 0.93, 4096, {"bash": 0.93, "done": 0.07}, ["bash", "done"]))
+
+    done = 0
+    if pattern == "pairs":  # from record 4: a tool_started at every even seq, the stride's too
+        for k in range(n // 2):
+            start(f"p{k:012x}")
+            end(f"p{k:012x}")
+        if n % 2:
+            route()
+        return
+    rng = random.Random(33)
+    live: list[str] = []
+    count = 0
+    while done + len(live) + 2 <= n:
+        roll = rng.random()
+        if roll < 0.35 and len(live) < 3:
+            count += 1
+            live.append(f"r{count:012x}")
+            start(live[-1], rng.choice(["bash", "bash", "str_replace_editor"]))
+        elif roll < 0.75 and live:
+            end(live.pop(rng.randrange(len(live))), rng.choice([0, 0, 1, -1]))
+        elif live:
+            call = live.pop(rng.randrange(len(live)))
+            for ack in (False, True):
+                put(ToolUncertainData(call, "bash", "kernel_exit", note="", acknowledged=ack))
+            done += 1
+        else:
+            route()
+        done += 1
+    for call in live:
+        end(call)
+    for _ in range(n - done - len(live)):
+        route()
 
 
 def record_digest_of(event: Event) -> str:
@@ -241,19 +316,19 @@ def measure(op: str, home: Path, sid: str, root: Path = ROOT) -> dict[str, Any]:
     return result
 
 
-def _row(n: int, size: int, op: str, label: str, r: dict[str, Any]) -> str:
+def _row(n: int, size: int, op: str, label: str, r: dict[str, Any], ratio: float) -> str:
     note = str(r.get("note", ""))
     if "updates" in r:
         note = f"sends {int(r['updates']):,} updates, {r['bytes'] / 1e6:.1f} MB"
     if r.get("error"):
         note = f"failed: {r['error']}"
     return (
-        f"| {n:,} | {size / 1e6:.0f} MB | {op} | {label} | {r['ms']:,.0f} | "
+        f"| {n:,} | {size / 1e6:.0f} MB | {op} | {label} | {r['ms']:,.0f} | {ratio:.1f} | "
         f"{r['rss']:.0f} ({r['base']:.0f}) | {note} |"
     )
 
 
-CACHE = Path("/tmp/jmp-bench-long")
+CACHE = Path(os.environ.get("JMP_BENCH_LONG_CACHE", "/tmp/jmp-bench-long"))  # logs kept
 SHAPED_BY = (  # the code whose change changes the bytes written (and write_log's own source)
     "protocol/events.py",
     "protocol/codec.py",
@@ -265,28 +340,32 @@ SHAPED_BY = (  # the code whose change changes the bytes written (and write_log'
 )
 
 
-def cached_log(n: int) -> tuple[Path, str, float]:
-    """(home, session id, seconds it took to write) of an n-record log, written once per
-    version of the code that shapes it; built under a temporary name, renamed when whole."""
+def cached_log(n: int, pattern: str = "agent") -> tuple[Path, str, float]:
+    """(home, session id, seconds it took to write) of an n-record log of `pattern`, written
+    once per version of the code that shapes it; built under a temporary name, renamed when
+    whole."""
     import hashlib
     import inspect
 
     key = hashlib.sha256(f"{GENERATOR} {REQUESTS} {COMPACT_EVERY} {OUT}".encode())
-    key.update(inspect.getsource(write_log).encode())
+    key.update(inspect.getsource(write_log).encode() + inspect.getsource(calls_of).encode())
     for name in SHAPED_BY:
         key.update((ROOT / name).read_bytes())
-    home = CACHE / f"{key.hexdigest()[:12]}-{n}"
+    tag = "" if pattern == "agent" else f"{pattern}-"
+    home = CACHE / f"{key.hexdigest()[:12]}-{tag}{n}"
     done = home / "written"
     if done.exists():
         sid, seconds = done.read_text().split()
         return home, sid, float(seconds)
     CACHE.mkdir(exist_ok=True)
-    for stale in CACHE.glob(f"*-{n}"):  # another version's log of this size: 375 MB at 1M
+    for stale in CACHE.glob(f"*-{tag}{n}"):  # another version's log of this size: 375 MB at 1M
+        if not tag and not stale.name.split("-")[1].isdigit():
+            continue  # a pattern's log
         shutil.rmtree(stale, ignore_errors=True)
     building = Path(tempfile.mkdtemp(prefix=f".{n}-", dir=CACHE))
     began = time.perf_counter()
     (building / "ws").mkdir()
-    sid = write_log(building / "sessions", home / "ws", n)
+    sid = write_log(building / "sessions", home / "ws", n, pattern)
     seconds = time.perf_counter() - began
     (building / "written").write_text(f"{sid} {seconds:.1f}")
     try:
@@ -299,16 +378,18 @@ def cached_log(n: int) -> tuple[Path, str, float]:
 def run() -> str:
     base = Path(tempfile.mkdtemp(prefix="jbl", dir="/tmp"))
     rows = [
-        "| events | log | operation | tree | time ms | peak RSS MB (imports alone) | note |",
-        "|---|---|---|---|---|---|---|",
+        "| events | log | operation | tree | time ms | x at the smallest size | "
+        "peak RSS MB (imports alone) | note |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+    smallest: dict[str, float] = {}
     try:
-        for n in SIZES:
-            cache, sid, written = cached_log(n)
+        for n, pattern in ((n, p) for n in SIZES for p in PATTERNS):
+            cache, sid, written = cached_log(n, pattern)
             home = cache / "sessions"
             log = home / sid / "events.jsonl"
             size = log.stat().st_size
-            for op in OPS:
+            for op in OPS if pattern == "agent" else [o for o in OPS if o in PATTERN_OPS]:
                 roots = [("now", ROOT)] + ([("before", OLD)] if OLD and op in OLD_OPS else [])
                 for label, root in roots:
                     where = home
@@ -318,6 +399,12 @@ def run() -> str:
                         if op == "first open":
                             (where / sid / "events.index").unlink(missing_ok=True)
                     r = measure(op, where, sid, root)
+                    if op not in WRITES and label == "now" and REPEAT > 1:
+                        runs = sorted(
+                            [r, *(measure(op, where, sid, root) for _ in range(1, REPEAT))],
+                            key=lambda x: x["ms"],
+                        )
+                        r = runs[len(runs) // 2]
                     if op == "first open" and label == "now" and not r.get("error"):
                         built, kept = where / sid / "events.index", home / sid / "events.index"
                         same = built.read_bytes() == kept.read_bytes() if kept.exists() else None
@@ -325,7 +412,9 @@ def run() -> str:
                             f"log written in {written:.1f} s; rebuilt index "
                             + {True: "byte-identical", False: "DIFFERS", None: "(none)"}[same]
                         )
-                    rows.append(_row(n, size, op, label, r))
+                    name = op if pattern == "agent" else f"{op} ({pattern})"
+                    first = smallest.setdefault(f"{name} {label}", r["ms"])
+                    rows.append(_row(n, size, name, label, r, r["ms"] / first))
                     if where != home:
                         shutil.rmtree(where, ignore_errors=True)
     finally:

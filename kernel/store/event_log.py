@@ -19,7 +19,7 @@ from kernel.errors import CorruptLog, LogReplaced, StorageError
 from kernel.store import log_index
 from kernel.store.durable import write_all
 from kernel.store.guard import open_nofollow, storage_error
-from kernel.store.log_events import IndexDamaged, LogEvents, check_chunk, decode_chunk
+from kernel.store.log_events import LogEvents, check_chunk, decode_chunk
 from kernel.store.log_index import Chainer, Entry, IndexWriter
 from kernel.store.log_parse import UNCHANGED, check_session, parse_log
 from kernel.store.pending import Settling
@@ -56,6 +56,7 @@ class EventLog:
         self._read_only = False
         self._synced = 0  # the size an fsync last covered (or the size when loaded)
         self._index: _Indexing | None = None
+        self.older_index: int | None = None  # load() found an index of this older format
 
     def start_index(self, session_id: str) -> None:
         """Keep events.index for a log created empty here (before its first append)."""
@@ -119,17 +120,15 @@ class EventLog:
         found = None if verify else log_index.read(self.path.parent, session_id)
         stride, kept = log_index.STRIDE, None
         entries: list[Entry] = []
-        first: Event | None = None
         if found is not None:
             stride, entries, _damaged = found  # a damaged end is cut when next appended to
             kept = len(entries)
-        try:
-            first = self._check_ends(fd, session_id, entries, size)
-            scan, mark = self._scan_from(fd, session_id, stride, entries)
-        except IndexDamaged:  # a settled mark changed: the index is rebuilt from the log
-            stride, entries, kept = log_index.STRIDE, [], None
-            scan, mark = self._scan_from(fd, session_id, stride, entries)
-        settling = scan.settling
+        elif not verify:
+            self.older_index = log_index.older_format(self.path.parent, session_id)
+        first = self._check_ends(fd, session_id, entries, size)
+        resume, settling, settled = self._resume(fd, session_id, entries)
+        base = entries[-1] if entries else log_index.START
+        scan = _Scan(fd, name, session_id, stride, settling, base)
         scan.run(size)
         if not entries and scan.first is None:  # empty, or only a torn line: not a session log
             check_session([], session_id, name)
@@ -139,40 +138,58 @@ class EventLog:
             self.torn = self._cut_tail(scan.torn if scan.end < size else b"", scan.end)
         new = scan.entries
         entries = [*entries, *new]
-        settled = scan.settled if scan.settled >= 0 else (entries[mark].seq if mark >= 0 else 0)
+        if scan.settled >= 0:  # settled after the index's end: nothing before it is open
+            settled, resume = scan.settled, []
         writer = IndexWriter(self.path.parent, session_id, stride, kept) if writable else None
         self._index = _Indexing(
             session_id, stride, entries, scan.chainer, len(scan.tail), scan.end, writer, settling
         )
+        self._index.kinds = scan.kinds
         self._synced = scan.end
         if new and writable:
             os.fsync(fd)  # the index names only lines an fsync covered
             self._index.flush(self.path.parent)
         first = first or scan.first
-        events = LogEvents(fd, name, session_id, entries, scan.tail, first, settled)
+        events = LogEvents(fd, name, session_id, entries, scan.tail, first, settled, resume)
         self._index.events = events
         return events
 
-    def _scan_from(
-        self, fd: int, session_id: str, stride: int, entries: list[Entry]
-    ) -> tuple[_Scan, int]:
-        """The scan of what follows the index, its settling fed from the last settled entry
-        (the chunks after it are read: calls left open across them); and that entry's place."""
-        name = self.path.name
-        mark = log_index.watermark(entries)
-        base = entries[-1] if entries else log_index.START
-        scan = _Scan(fd, name, session_id, stride, Settling(), base)
-        for k in range(mark + 1, len(entries)):
-            data = check_chunk(fd, name, session_id, entries, k)  # IndexDamaged: rebuild
-            scan.settle(decode_chunk(data, name, session_id, entries, k))
-        return scan, mark
+    def _resume(
+        self, fd: int, session_id: str, entries: list[Entry]
+    ) -> tuple[list[Event], Settling, int]:
+        """The calls open at the index's end, rebuilt from the records its last entry names
+        (a few lines, whatever the log's length; after an overflow, every record from the
+        oldest of them): those records, the Settling fed with them, and the seq after which
+        pending.py reads every record."""
+        name, settling = self.path.name, Settling()
+        if not entries:
+            return [], settling, 0
+        last = entries[-1]
+        stride = entries[0].seq
+        if last.overflow:  # more calls open than an entry names: read from the oldest on
+            start = last.resume[0]
+            for k in range((start - 1) // stride, len(entries)):
+                data = check_chunk(fd, name, session_id, entries, k)
+                for event in decode_chunk(data, name, session_id, entries, k):
+                    settling.add(event)
+            return [], settling, start - 1
+        records: list[Event] = []
+        chunks: dict[int, list[bytes]] = {}
+        for seq in last.resume:
+            k = (seq - 1) // stride
+            if k not in chunks:
+                chunks[k] = check_chunk(fd, name, session_id, entries, k).split(b"\n")
+            line = chunks[k][(seq - 1) % stride] + b"\n"
+            records.extend(parse_log(line, name, seq, session_id)[0])
+        for event in records:
+            settling.add(event)
+        return records, settling, last.seq
 
     def _check_ends(
         self, fd: int, session_id: str, entries: list[Entry], size: int
     ) -> Event | None:
-        """Hash (not decode) the first and the last verified chunk, and the one whose settled
-        mark open relies on; decode record 1 only. CorruptLog when one changed or the log is
-        shorter than its index; IndexDamaged when only a settled mark was changed."""
+        """Hash (not decode) the first and the last verified chunk; decode record 1 only.
+        CorruptLog when one changed or the log is shorter than its index."""
         name = self.path.name
         if not entries:
             return None
@@ -185,9 +202,8 @@ class EventLog:
         head = check_chunk(fd, name, session_id, entries, 0)
         first = parse_log(head[: head.find(b"\n") + 1], name)[0]
         check_session(first, session_id, name)
-        mark = log_index.watermark(entries)
-        for k in sorted({len(entries) - 1, mark} - {0, -1}):
-            check_chunk(fd, name, session_id, entries, k)
+        if len(entries) > 1:
+            check_chunk(fd, name, session_id, entries, len(entries) - 1)
         return first[0]
 
     def _verified_against_index(self, session_id: str, entries: list[Entry]) -> int | None:
@@ -198,8 +214,8 @@ class EventLog:
         if old is None or old[0] != log_index.STRIDE:
             return None
         for k, (was, now) in enumerate(zip(old[1], entries, strict=False)):
-            if was.settled != now.settled:
-                return None  # the index's mark was wrong (changed): the digests chain apart
+            if was.digest == now.digest and was != now:
+                return None  # the index's state was wrong (forged): written afresh
             if was != now:
                 first = k * log_index.STRIDE + 1
                 raise CorruptLog(
@@ -338,25 +354,29 @@ class _Indexing:
         self.pending = False  # entries made since the last flush
         self.broken = False  # a write or fsync of the log failed: no entry is written after
         self.settling = settling
-        self.marks: dict[int, bool] = {}  # noted, not yet written: seq -> settled (entries)
+        self.marks: dict[int, tuple[tuple[int, ...], int]] = {}  # noted, not yet written:
+        # an entry's end seq -> its calls' resume seqs and its chunk's kinds
+        self.kinds = 0  # the kinds noted in the chunk being noted
         self.events: LogEvents | None = None  # the open log's records: their watermark
 
     def note(self, event: Event) -> None:
         """Called by the appending thread, in seq order, before the line is written."""
         self.settling.add(event)
         seq = event.seq or 0
-        settled = self.settling.settled
-        if settled and self.events is not None:
-            self.events.settled = seq
+        self.kinds |= log_index.kind_bits((event.kind,))
+        if self.settling.settled and self.events is not None:
+            self.events.settled, self.events.resume = seq, []
         if seq % self.stride == 0:
-            self.marks[seq] = settled
+            self.marks[seq] = (self.settling.resume(), self.kinds)
+            self.kinds = 0
 
     def wrote(self, line: bytes) -> None:
         self.chainer.update(line)
         self.count, self.offset, self.seq = self.count + 1, self.offset + len(line), self.seq + 1
         if self.count == self.stride:
-            settled = self.marks.pop(self.seq, False)  # not noted: never claimed settled
-            self.entries.append(Entry(self.seq, self.offset, self.chainer.close(settled), settled))
+            resume, kinds = self.marks.pop(self.seq, _UNKNOWN)  # not noted: read from record 1
+            digest = self.chainer.close()
+            self.entries.append(log_index.mark(self.seq, self.offset, digest, resume, kinds))
             self.count, self.pending = 0, True
 
     def flush(self, directory: Path, synced: int | None = None) -> None:
@@ -375,6 +395,9 @@ class _Indexing:
             due = [e for e in due if e.offset <= synced]
         self.writer.write(due)
         self.pending = len(due) < len(self.entries)
+
+
+_UNKNOWN = ((1,) * (log_index.RESUME + 1), (1 << 32) - 1)  # an overflow from 1, every kind
 
 
 class _Scan:
@@ -398,6 +421,7 @@ class _Scan:
         self.first: Event | None = None
         self.end = base.offset  # the end of the last complete line
         self.torn = b""  # the bytes after it
+        self.kinds = 0  # the kinds in the chunk being read
         self.settled = -1  # the last seq after which every call had its outcome (-1: none)
 
     def run(self, size: int) -> None:
@@ -427,13 +451,14 @@ class _Scan:
                 if seq == 0:
                     self.first = events[0]
                 self.settle(events)
+                self.kinds |= log_index.kind_bits({e.kind for e in events})
                 self.chainer.update(piece)
                 seq, count, self.end = seq + lines, count + lines, self.end + len(piece)
                 start = stop
                 if count == self.stride:
-                    settled = self.settling.settled
-                    self.entries.append(Entry(seq, self.end, self.chainer.close(settled), settled))
-                    count, self.tail = 0, []
+                    resume, digest = self.settling.resume(), self.chainer.close()
+                    self.entries.append(log_index.mark(seq, self.end, digest, resume, self.kinds))
+                    count, self.tail, self.kinds = 0, [], 0
                 else:
                     self.tail.extend(events)
         self.torn = carry

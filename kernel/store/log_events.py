@@ -15,8 +15,11 @@ The reading API (for the front ends that page history, e.g. ACP session/load):
   forwards: memory stays a few chunks);
 - `reversed(events)`: newest first, read chunk by chunk backwards (the cheap way to find the
   last N turns: stop when enough was seen);
-- `events.first`: the session record (decoded at open); `events.settled`: the seq before which
-  every tool call has its outcome (kernel/store/pending.py reads only what follows).
+- `events.first`: the session record (decoded at open); `events.settled` and `events.resume`:
+  the seq before which every tool call but those `resume`'s records name has its outcome
+  (`events.pending()`, what kernel/store/pending.py reads: those records and what follows);
+- `events.of_kinds(...)`: the records of some kinds, reading only the chunks whose summary in
+  the index names one of them.
 
 Every read may raise CorruptLog (a changed line); none writes anything.
 """
@@ -30,8 +33,6 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import overload
-
-import msgspec
 
 from kernel.errors import CorruptLog
 from kernel.store import log_index
@@ -55,9 +56,11 @@ class LogEvents(Sequence[Event]):
         tail: list[Event],
         first: Event | None = None,
         settled: int = 0,
+        resume: list[Event] | None = None,
     ) -> None:
         """`first`: record 1 when the prefix holds it (decoded at open); `settled`: the
-        watermark (kernel/store/pending.py)."""
+        watermark, `resume`: the records up to it of the calls still open there
+        (kernel/store/pending.py)."""
         self._fd = os.dup(fd)
         weakref.finalize(self, _close, self._fd)
         self._name = name
@@ -67,6 +70,7 @@ class LogEvents(Sequence[Event]):
         self._tail = tail
         self._first = first if entries else None
         self.settled = settled
+        self.resume = resume or []
         self._chunks: OrderedDict[int, list[Event]] = OrderedDict()
         self._reading = threading.Lock()  # the chunk cache: the commit thread reads too
 
@@ -145,20 +149,22 @@ class LogEvents(Sequence[Event]):
             yield from self._chunk(k)
         yield from self._tail
 
+    def pending(self) -> Iterator[Event]:
+        """What kernel/store/pending.py reads: the records up to the watermark that rebuild the
+        calls open there (`resume`, decoded at open), then every record after it."""
+        yield from self.resume
+        yield from self.since(self.settled + 1)
+
     def of_kinds(self, *kinds: str, since: int = 1) -> Iterator[Event]:
         """The records of these kinds from seq `since` on, in log order, for a caller after
-        rare ones (ACP's mode and approvals at `session/load`): a verified chunk whose bytes
-        name none of them is read but never decoded, so a long log costs a read of its bytes,
-        not a decode of its records (issue 25)."""
-        needles = [b'"kind":' + msgspec.json.encode(kind) for kind in kinds]
-        previous = 0
+        rare ones (ACP's mode and approvals at `session/load`): only the verified chunks whose
+        summary in the index names one of them are read (and decoded), so a long log costs
+        the chunks that hold such records, not a read of its bytes (issue 33)."""
+        bits = log_index.kind_bits(kinds) | log_index.OTHER
         for k, entry in enumerate(self._entries):
-            if entry.seq >= since:
-                data = os.pread(self._fd, entry.offset - previous, previous)
-                if any(needle in data for needle in needles):  # as encode_event writes it
-                    chosen = self._chunk(k)
-                    yield from (e for e in chosen if e.kind in kinds and (e.seq or 0) >= since)
-            previous = entry.offset
+            if entry.seq >= since and entry.kinds & bits:
+                chosen = self._chunk(k)
+                yield from (e for e in chosen if e.kind in kinds and (e.seq or 0) >= since)
         i = max(since - 1 - self._prefix, 0)
         while i < len(self._tail):
             if self._tail[i].kind in kinds:
@@ -182,23 +188,15 @@ class LogEvents(Sequence[Event]):
         return events
 
 
-class IndexDamaged(Exception):
-    """A chunk's bytes match its digest only with the other settled mark: the index's mark
-    was changed, not the log (open rebuilds the index by a full check)."""
-
-
 def check_chunk(fd: int, name: str, session_id: str, entries: list[Entry], k: int) -> bytes:
     """Chunk k's bytes, hashed (not decoded) and checked against the index: CorruptLog naming
-    its lines when they changed, IndexDamaged when only the entry's settled mark did."""
+    its lines when they changed."""
     entry = entries[k]
     previous = entries[k - 1] if k else log_index.START
     size = entry.offset - previous.offset
     data = os.pread(fd, size, previous.offset)
-    if len(data) == size:
-        if log_index.chain(previous.digest, data, entry.settled) == entry.digest:
-            return data
-        if log_index.chain(previous.digest, data, not entry.settled) == entry.digest:
-            raise IndexDamaged(k)
+    if len(data) == size and log_index.chain(previous.digest, data) == entry.digest:
+        return data
     raise CorruptLog(
         f"{name} lines {previous.seq + 1}-{entry.seq} changed after they were written and "
         f"verified (their bytes no longer match {log_index.NAME}): the log was edited or damaged "
@@ -208,15 +206,7 @@ def check_chunk(fd: int, name: str, session_id: str, entries: list[Entry], k: in
 
 def read_chunk(fd: int, name: str, session_id: str, entries: list[Entry], k: int) -> list[Event]:
     """Chunk k's records, after checking its bytes against the index (CorruptLog if not)."""
-    try:
-        data = check_chunk(fd, name, session_id, entries, k)
-    except IndexDamaged:
-        raise CorruptLog(
-            f"{log_index.NAME} of session {session_id} was changed (entry {k}'s settled mark "
-            f"no longer matches its digest): `jmp --session {session_id} --verify` rebuilds it "
-            "from the log; nothing was written"
-        ) from None
-    return decode_chunk(data, name, session_id, entries, k)
+    return decode_chunk(check_chunk(fd, name, session_id, entries, k), name, session_id, entries, k)
 
 
 def decode_chunk(

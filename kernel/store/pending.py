@@ -8,10 +8,10 @@ at a limit (`reason` "timeout" or "output_cap") is not: its process tree is know
 An interrupted call is *recorded* once a `tool_uncertain` names it, and *settled* once a
 `tool_uncertain` with `acknowledged: true` does. Nothing here ever re-runs anything.
 
-A session's log (a LogEvents) knows its settled watermark: the last events.index entry before
-which every call has its outcome (kernel/store/log_index.py; kept record by record by
-`Settling`). `unsettled` then reads only the records after it, so asking costs about an open,
-not a walk of the history; a plain list is read whole.
+A session's log (a LogEvents) knows its settled watermark and the few records before it that
+rebuild the calls still open there (kernel/store/log_index.py; kept record by record by
+`Settling`). `unsettled` then reads only those and the records after it, so asking costs about
+an open, not a walk of the history; a plain list is read whole.
 """
 
 from __future__ import annotations
@@ -89,46 +89,58 @@ def _running(finished: ToolFinishedData) -> bool:
 def unsettled(events: Sequence[Event]) -> list[CallRecord]:
     """Interrupted calls not yet acknowledged: these block a run until --ack-interrupted.
 
-    Of a session's log, only the records after its settled watermark are read: every call
-    started before it has its outcome, and records after it about those calls cannot make
-    one unsettled again (a call is acknowledged once for good; its end is written once)."""
+    Of a session's log, only the records after its watermark are read, and before it those of
+    the calls still open there (`LogEvents.pending`): every other call started before it has
+    its outcome, and records after it about those calls cannot make one unsettled again (a
+    call is acknowledged once for good; its end is written once)."""
     from kernel.store.log_events import LogEvents  # the store's own sequence, on its side
 
     if isinstance(events, LogEvents):
-        events = list(events.since(events.settled + 1))
+        events = list(events.pending())
     return [r for r in interrupted(events) if not r.acknowledged]
+
+
+class _Call:
+    """A call Settling follows, and the seqs of the records that say what it knows of it."""
+
+    __slots__ = ("finished", "record", "started", "uncertain")
+
+    def __init__(self, record: CallRecord, started: int) -> None:
+        self.record, self.started, self.finished, self.uncertain = record, started, 0, 0
 
 
 class Settling:
     """Whether `unsettled` of the records fed so far would be empty, kept record by record
     (the settled mark of each events.index entry). Holds only the calls still open and the
     last shell command, so its memory does not grow with history. Fed from a settled point
-    (an entry marked settled, or record 1), it answers for everything since record 1."""
+    (an entry marked settled, or record 1), or from the records `resume` names (in seq order),
+    it answers for everything since record 1."""
 
     def __init__(self) -> None:
-        self._open: dict[str, CallRecord] = {}  # started, no end, not acknowledged
-        self._last_shell: CallRecord | None = None
+        self._open: dict[str, _Call] = {}  # started, no end, not acknowledged
+        self._last_shell: _Call | None = None
 
     def add(self, event: Event) -> None:
-        data = event.data
+        data, seq = event.data, event.seq or 0
         if isinstance(data, ToolStartedData):
-            started = CallRecord(started=data)
+            started = _Call(CallRecord(started=data), seq)
             self._open[data.call_id] = started
             if is_shell(data.tool):
                 self._last_shell = started
             return
         if not isinstance(data, ToolFinishedData | ToolUncertainData):
             return
-        record: CallRecord | None = self._open.get(data.call_id)
+        call: _Call | None = self._open.get(data.call_id)
         shell = self._last_shell
-        if record is None and shell is not None and shell.call_id == data.call_id:
-            record = shell
-        if record is None:
+        if call is None and shell is not None and shell.record.call_id == data.call_id:
+            call = shell
+        if call is None:
             return  # a call settled before (or never started): nothing changes
+        record = call.record
         if isinstance(data, ToolFinishedData):
-            record.finished = data
+            record.finished, call.finished = data, seq
         else:
-            record.uncertain = data
+            record.uncertain, call.uncertain = data, seq
             record.acknowledged = record.acknowledged or data.acknowledged
         if record.acknowledged or record.finished is not None:
             self._open.pop(data.call_id, None)
@@ -136,7 +148,7 @@ class Settling:
     @property
     def settled(self) -> bool:
         """No call fed so far is unsettled."""
-        shell = self._last_shell
+        shell = self._last_shell.record if self._last_shell is not None else None
         left_running = (
             shell is not None
             and shell.finished is not None
@@ -144,6 +156,18 @@ class Settling:
             and not shell.acknowledged
         )
         return not self._open and not left_running
+
+    def resume(self) -> tuple[int, ...]:
+        """The seqs of the records that, fed in order to a new Settling, give it this one's
+        state (empty when settled): each open call's start and latest uncertainty record, and
+        the last shell command's records (it decides whether an end makes a call "left
+        running"). An events.index entry keeps them, so open resumes at any entry; a call open
+        for the whole session costs its own records, not the history since it started."""
+        if self.settled:
+            return ()
+        calls = [*self._open.values(), *([self._last_shell] if self._last_shell else [])]
+        seqs = {s for c in calls for s in (c.started, c.finished, c.uncertain)}
+        return tuple(sorted(seqs - {0}))
 
 
 def cause_of(record: CallRecord) -> UncertainCause:

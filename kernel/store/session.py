@@ -158,7 +158,8 @@ class Session:
         Open reads the log's ends only (events.index, kernel/store/event_log.py): its time does
         not grow with history. `verify` checks every line first (what `jmp --verify` does).
         A session written with wider modes is made the owner's alone first, said once on
-        stderr (kernel/store/modes.py).
+        stderr (kernel/store/modes.py); an events.index of an older format is rebuilt by a full
+        check, said once on stderr too.
         """
         home = Path(home).absolute()
         if not cls.exists(home, session_id):
@@ -174,6 +175,12 @@ class Session:
                 _tighten(directory)
             events = log.load(session_id, writable=not lock.read_only, verify=verify)
             assert isinstance(events, LogEvents)
+            if log.older_index is not None and not lock.read_only:
+                print(
+                    f"jmp: note: session {session_id}'s events.index was of an older format "
+                    f"({log.older_index}); rebuilt from its log once, by a full check",
+                    file=sys.stderr,
+                )
         except BaseException:
             log.close()
             lock.release()

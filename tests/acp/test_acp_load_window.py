@@ -167,6 +167,47 @@ def test_a_load_decodes_the_window_not_the_history(short_tmp: Path, decoded: lis
         assert decoded and min(decoded) >= 389, decoded  # the last three chunks at most
 
 
+def test_a_first_load_reads_the_chunks_it_needs_not_the_log(
+    short_tmp: Path, decoded: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No acp-modes.json yet (a session never loaded): the mode, the "always" answers and a
+    2-turn window read a few chunks of a 100-chunk log, wherever the mode record is (before:
+    every byte of it, issue 33); the summary in events.index says which chunks hold one."""
+    home = short_tmp / "h"
+    sid = write_turns(home, short_tmp, 50)
+    with Session.open(home, sid) as s:
+        s.append(ModeData(mode="ask"))  # seq 202: chunk 200-204
+        allowed = ApprovalData("c10", "edit", "f", decision="allowed", scope="session")
+        s.append(allowed)
+    with Session.open(home, sid) as s:
+        for n in range(51, 101):
+            s.append(UserData(text=f"request {n}"))
+            s.append(ToolStartedData(call_id=f"c{n}", tool="bash", target="true", request=""))
+            s.append(ToolFinishedData(call_id=f"c{n}", tool="bash", status="ok", exit_code=0))
+            s.append(FinalData(status="completed", summary=f"answer {n}"))
+    size = (home / sid / "events.jsonl").stat().st_size
+    read: list[int] = []
+    pread = os.pread
+
+    def counted(fd: int, length: int, offset: int) -> bytes:
+        data = pread(fd, length, offset)
+        read.append(len(data))
+        return data
+
+    with Session.open(home, sid) as s:
+        decoded.clear()
+        monkeypatch.setattr(log_events.os, "pread", counted)
+        assert remembered.recall(s) == ("ask", {"edit"})
+        shown = history.window(s.events, 2)
+        updates = list(
+            Translator(s.workspace).replay(history.Tail(s.events, shown.start, shown.end))
+        )
+        monkeypatch.setattr(log_events.os, "pread", pread)
+        assert len(updates) == 8
+        assert 201 in decoded and len(decoded) <= 4, decoded  # the mode's chunk, the window's
+        assert sum(read) < size / 10, (sum(read), size)
+
+
 def test_the_mode_and_approvals_come_from_the_log_and_acp_modes_json(
     short_tmp: Path, decoded: list[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:

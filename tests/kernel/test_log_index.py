@@ -244,20 +244,21 @@ def entries_of(home: Path, sid: str) -> list[log_index.Entry]:
     return found[1]
 
 
-def forge(home: Path, sid: str, k: int, settled: bool, digest: int = 0) -> None:
-    """Rewrite entry k's settled mark with a valid CRC (and the digests of `digest` entries
-    from k on recomputed over the log's bytes): what a forger with write access could do."""
+def forge(home: Path, sid: str, k: int, sealed: bool = False, **state: Any) -> None:
+    """Rewrite entry k's state (`settled`, `resume`, ...) with a valid CRC, and with its seal
+    recomputed when `sealed`: what a forger with write access could do."""
     entries = entries_of(home, sid)
-    data = log_of(home, sid).read_bytes()
     new = list(entries)
-    new[k] = new[k]._replace(settled=settled)
-    if digest:
-        for j in range(k, min(k + digest, len(new))):
-            previous = new[j - 1] if j else log_index.START
-            chunk = data[previous.offset : new[j].offset]
-            new[j] = new[j]._replace(digest=log_index.chain(previous.digest, chunk, new[j].settled))
-    (home / sid / log_index.NAME).unlink()
+    new[k] = new[k]._replace(**state)
+    index = home / sid / log_index.NAME
+    raw = bytearray(index.read_bytes())
     log_index.IndexWriter(home / sid, sid, STRIDE, None).write(new)
+    if not sealed:  # the state's bytes changed, its seal kept: only the CRC made valid
+        at = log_index.HEADER_SIZE + k * log_index.ENTRY_SIZE
+        body = bytearray(index.read_bytes()[at : at + log_index.ENTRY_SIZE - 4])
+        body[-8:] = raw[at + len(body) - 8 : at + len(body)]
+        raw[at : at + log_index.ENTRY_SIZE] = bytes(body) + zlib.crc32(body).to_bytes(4, "little")
+        index.write_bytes(bytes(raw))
 
 
 def test_the_settled_mark_of_each_entry_is_what_a_full_read_of_the_calls_finds(short_tmp):
@@ -271,10 +272,10 @@ def test_the_settled_mark_of_each_entry_is_what_a_full_read_of_the_calls_finds(s
             s.append(UserData(text=f"request {n}"))  # 8 settled
         s.append(finished("c2", exit_code=-1))  # 12: an end without a start: settles nothing
     sid = s.id
-    assert [(e.seq, e.settled) for e in entries_of(home, sid)] == [
-        (4, False),
-        (8, True),
-        (12, True),
+    assert [(e.seq, e.settled, e.resume) for e in entries_of(home, sid)] == [
+        (4, False, (3,)),  # what rebuilds the call open across it: its start
+        (8, True, ()),
+        (12, True, ()),
     ]
     good = (home / sid / log_index.NAME).read_bytes()
     (home / sid / log_index.NAME).unlink()
@@ -286,8 +287,9 @@ def test_the_settled_mark_of_each_entry_is_what_a_full_read_of_the_calls_finds(s
 def test_a_call_open_across_entries_is_found_on_reopen_and_its_ack_moves_the_watermark(left_open):
     home, sid = left_open
     assert not any(e.settled for e in entries_of(home, sid))
-    with Session.open(home, sid) as s:  # the chunks after the last settled entry are read
-        assert s.events.settled == 2
+    assert {e.resume for e in entries_of(home, sid)} == {(3,)}  # every entry: c1's start
+    with Session.open(home, sid) as s:  # resumed at the last entry, record 3 read for c1
+        assert s.events.settled == 20 and [e.seq for e in s.events.resume] == [3]
         assert [r.call_id for r in pending.unsettled(s.events)] == ["c1"]
         s.append(
             ToolUncertainData(
@@ -305,11 +307,12 @@ def test_a_call_open_across_entries_is_found_on_reopen_and_its_ack_moves_the_wat
 @pytest.mark.parametrize("k", [4, 2], ids=["last-entry", "interior-entry"])
 def test_a_forged_settled_mark_is_a_damaged_index_and_the_open_call_is_still_found(left_open, k):
     home, sid = left_open
-    forge(home, sid, k, settled=True)  # CRC valid: only the digest disagrees
-    with Session.open(home, sid) as s:  # the mark open would rely on is hashed: rebuilt
+    forge(home, sid, k, settled=True, resume=())  # CRC valid: only the seal disagrees
+    with Session.open(home, sid) as s:  # the index is cut there: resumed at the entry before
         assert [r.call_id for r in pending.unsettled(s.events)] == ["c1"]
-        assert s.events.settled == 2
-    assert not any(e.settled for e in entries_of(home, sid))
+        assert [e.seq for e in s.events.resume] == [3]
+    assert not any(e.settled for e in entries_of(home, sid))  # and written again from it
+    assert len(entries_of(home, sid)) == 5
 
 
 def test_a_settled_mark_changed_on_disk_fails_its_crc_and_the_index_is_rebuilt(left_open):
@@ -324,12 +327,14 @@ def test_a_settled_mark_changed_on_disk_fails_its_crc_and_the_index_is_rebuilt(l
     assert not any(e.settled for e in entries_of(home, sid))
 
 
-def test_a_forged_chain_is_caught_where_it_is_read_and_by_verify(left_open, capsys):
+def test_a_forged_resume_point_is_caught_where_it_is_read_and_by_verify(left_open, capsys):
     home, sid = left_open
-    forge(home, sid, 2, settled=True, digest=1)  # entry 12 and its digest: 16 chains apart
-    with pytest.raises(CorruptLog, match="lines 13-16"):
-        Session.open(home, sid)  # the chunks after the watermark are read to settle: visible
-    forge(home, sid, 2, settled=True, digest=3)  # the whole chain from 12 to the end
+    digest = entries_of(home, sid)[4].digest
+    forge(home, sid, 4, sealed=True, digest=b"\0" * 16)  # the last chunk no longer chains
+    with pytest.raises(CorruptLog, match="lines 17-20"):
+        Session.open(home, sid)  # open hashes the last chunk: visible
+    forge(home, sid, 4, sealed=True, digest=digest)  # undone
+    forge(home, sid, 4, sealed=True, settled=True, resume=())  # a consistent forgery
     with Session.open(home, sid) as s:
         # A consistent forgery of the index is not seen by an open that trusts it...
         assert pending.unsettled(s.events) == []
@@ -341,17 +346,22 @@ def test_a_forged_chain_is_caught_where_it_is_read_and_by_verify(left_open, caps
         assert [r.call_id for r in pending.unsettled(s.events)] == ["c1"]
 
 
-def test_an_index_of_the_format_without_settled_marks_is_rebuilt(session):
+@pytest.mark.parametrize("fmt", [1, 2], ids=["no-marks", "settled-marks-only"])
+def test_an_index_of_an_older_format_is_rebuilt_and_said_once(session, fmt, capsys):
     home, sid = session
     index = home / sid / log_index.NAME
     good = index.read_bytes()
     header = bytearray(good[: log_index.HEADER_SIZE - 4])
-    header[8:12] = (1).to_bytes(4, "little")  # format 1, a valid CRC: an older build's file
+    header[8:12] = fmt.to_bytes(4, "little")  # a valid CRC: an older build's file
     old = bytes(header) + zlib.crc32(bytes(header)).to_bytes(4, "little")
     index.write_bytes(old + good[log_index.HEADER_SIZE :])
     with Session.open(home, sid) as s:
         assert s.events.settled == RECORDS
     assert index.read_bytes() == good
+    assert capsys.readouterr().err.count(f"was of an older format ({fmt}); rebuilt") == 1
+    with Session.open(home, sid):
+        pass
+    assert "older format" not in capsys.readouterr().err
 
 
 def random_calls(seed: int, n: int) -> list[object]:
@@ -467,13 +477,113 @@ def test_a_full_check_keeps_one_chunk_decoded_at_a_time(session, monkeypatch):
     assert max(largest) <= STRIDE and sum(largest) >= RECORDS
 
 
-def test_a_changed_mark_inside_the_prefix_is_named_where_its_chunk_is_read(session):
+def test_a_changed_mark_inside_the_prefix_cuts_the_index_there_and_it_is_written_again(session):
     home, sid = session
-    forge(home, sid, 2, settled=False)  # entry 12: not one open relies on
-    with Session.open(home, sid) as s:
+    index = home / sid / log_index.NAME
+    good = index.read_bytes()
+    forge(home, sid, 2, settled=False, resume=(5,))  # entry 12: its seal disagrees
+    with Session.open(home, sid) as s:  # records 9-22 read and checked as after entry 8
         assert s.events.settled == RECORDS and pending.unsettled(s.events) == []
-        with pytest.raises(CorruptLog, match=r"events.index of session \w+ was changed"):
-            s.events[9]
-    with Session.open(home, sid, verify=True) as s:  # the full check rewrites the index
         assert s.events[9].data.text == "request 10"
-    assert all(e.settled for e in entries_of(home, sid))
+    assert index.read_bytes() == good
+
+
+# --- open resumes at any entry: the records it decodes do not grow with the log (issue 33) ---
+
+
+def pairs(n: int) -> list[object]:
+    """Bare tool_started / tool_finished pairs with a tool_started at every STRIDE-th record, so
+    that a call is open across every entry and none is settled."""
+    data: list[object] = [UserData(text="go")]  # 2
+    while len(data) < n - 2:
+        seq = len(data) + 2
+        call = f"c{seq}"
+        data += [started(call), finished(call, exit_code=0)] if seq % 2 == 0 else [UserData("x")]
+    return data
+
+
+def open_throughout(n: int) -> list[object]:
+    """One call started at record 3 and never ended, pairs after it: the oldest record that
+    rebuilds the open calls is as old as the session."""
+    return [UserData(text="go"), started("long", "str_replace_editor"), *pairs(n)[1:]][: n - 2]
+
+
+def bounded_random(n: int, seed: int = 7) -> list[object]:
+    """Calls in a random order, at most three open at once, each ended by its end, or by an
+    uncertainty record and later its acknowledgement; shell commands left running among them."""
+    rng = random.Random(seed)
+    data: list[object] = [UserData(text="go")]
+    live: list[str] = []
+    count = 0
+    while len(data) < n - 2:
+        roll = rng.random()
+        if roll < 0.35 and len(live) < 3:
+            count += 1
+            live.append(f"r{count}")
+            data.append(started(live[-1], rng.choice(["bash", "str_replace_editor"])))
+        elif roll < 0.7 and live:
+            call = live.pop(rng.randrange(len(live)))
+            facts = rng.choice([{"exit_code": 0}, {"exit_code": -1}, {"exit_code": 2}])
+            data.append(finished(call, **facts))
+        elif roll < 0.8 and live:
+            call = rng.choice(live)
+            ack = rng.random() < 0.5
+            data.append(
+                ToolUncertainData(call, "bash", cause="kernel_exit", note="", acknowledged=ack)
+            )
+            if ack:
+                live.remove(call)
+        else:
+            data.append(UserData(text="go on"))
+    return data
+
+
+def decoded_on_open(home: Path, sid: str, monkeypatch: pytest.MonkeyPatch) -> tuple[int, list]:
+    """How many lines the open and pending.unsettled decode; the unsettled calls' ids."""
+    from kernel.store import log_parse
+
+    count = [0]
+    decode = log_parse.decode_event
+
+    def counting(line: bytes) -> Any:
+        count[0] += 1
+        return decode(line)
+
+    monkeypatch.setattr(log_parse, "decode_event", counting)
+    with Session.open(home, sid) as s:
+        calls = [r.call_id for r in pending.unsettled(s.events)]
+    monkeypatch.setattr(log_parse, "decode_event", decode)
+    return count[0], calls
+
+
+@pytest.mark.parametrize("pattern", [pairs, open_throughout, bounded_random])
+def test_open_decodes_the_same_few_records_at_any_length_and_any_pattern(
+    short_tmp, monkeypatch, pattern
+):
+    seen = {}
+    for n in (62, 602):  # the last entry (60, 600) ends on a tool_started
+        home = short_tmp / f"s{n}"
+        with Session.create(home, short_tmp) as s:
+            for data in pattern(n):
+                s.append(data)  # type: ignore[arg-type]
+            s.append(FinalData(status="completed", summary="done"))
+        assert len(s.events) in (n - 1, n)
+        decoded, calls = decoded_on_open(home, s.id, monkeypatch)
+        full = EventLog(log_of(home, s.id)).load()
+        assert calls == [r.call_id for r in pending.unsettled(full)]
+        seen[n] = decoded
+    # record 1, the records that rebuild the open calls, the lines after the last entry
+    assert seen[602] <= 1 + log_index.RESUME + STRIDE and seen[602] <= seen[62] + 3, seen
+
+
+def test_pending_calls_agree_with_a_full_read_at_every_length_of_a_random_log(short_tmp):
+    home = short_tmp / "s"
+    with Session.create(home, short_tmp) as s:
+        sid = s.id
+    records = bounded_random(160, seed=3) + random_calls(5, 40)  # then many open at once
+    for data in records:
+        with Session.open(home, sid) as s:  # each record appended after a reopen
+            s.append(data)  # type: ignore[arg-type]
+            expected = [r.call_id for r in pending.unsettled(list(s.events))]
+        with Session.open(home, sid) as again:
+            assert [r.call_id for r in pending.unsettled(again.events)] == expected
