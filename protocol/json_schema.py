@@ -2,7 +2,7 @@
 the current envelope version: what `jmp --json-schema` prints and docs/jmp-json.schema.json
 holds (generated, kept current by a test), built from the types that write the lines.
 
-One definition per line kind: the envelope (CONTRACT.md section 5) with `kind` fixed and `data`
+One definition per line kind: the envelope (docs/CONTRACT.md section 5) with `kind` fixed and `data`
 the kind's struct (protocol/events.py, protocol/harness_events.py), and the front ends' own
 `result` (protocol/results.py) and `sessions` (protocol/lines.py) lines. A persisted record has
 a session id and a `seq` from 1; a transient one (TRANSIENT_KINDS) and a front-end line have

@@ -186,7 +186,7 @@ OUTPUTS: dict[str, dict[str, Any]] = {
     name: {"type": "object", "anyOf": [answer, REFUSAL]} for name, answer in _ANSWERS.items()
 }
 
-# (readOnly, destructive, idempotent, openWorld), as true for each tool (DECISIONS.md).
+# (readOnly, destructive, idempotent, openWorld), as true for each tool (docs/DECISIONS.md).
 HINTS = {
     "observe": (True, False, True, False),
     "arguments": (True, False, True, False),
