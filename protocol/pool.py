@@ -56,7 +56,10 @@ class Spawn(PoolMsg, frozen=True):
     `securebits`: the kernel's own (only a process itself can read them), compared with the
     pool's. `probe`: the pid of the kernel's Landlock probe (`host/landlock.py`), a child of
     the kernel alive until the answer: the pool reads its /proc entry (Landlock domain, root
-    directory) and checks that it is the kernel's child.
+    directory) and checks that it is the kernel's child. With `proof`, one more fd rides
+    last: the working directory of the pool's own probe, opened through /proc/PID/cwd (it has
+    no other name), which only a process in the pool's Landlock domain or an enclosing one can
+    open; the pool refuses a Spawn without it.
     """
 
     fingerprint: str
