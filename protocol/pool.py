@@ -4,7 +4,8 @@ One unix-socket connection per spawn. Frames are a 4-byte big-endian length and 
 `PoolFrame`; the kernel's `Spawn` carries file descriptors (SCM_RIGHTS) in the same sendmsg:
 the worker's stdout and stderr, the read end of a pipe holding the worker's environment, the
 worker's stdin when `stdin` says so (a pipe the kernel writes the MCP config into), then one
-descriptor per namespace named in `namespaces`. The pool never reads either pipe: a kernel's
+descriptor per namespace named in `namespaces`, then the proof of the Landlock domain
+(`Spawn.proof`). The pool never reads either pipe: a kernel's
 environment (its keys among it) and its MCP secrets are decoded only in the forked worker,
 never in the pool's heap, which every later fork inherits. The pool answers `Spawned` or
 `Refused`, later `Exited`; the kernel's `Release` (or closing the connection) lets the pool
@@ -21,7 +22,7 @@ from typing import Literal
 
 import msgspec
 
-POOL_VERSION = 2
+POOL_VERSION = 3  # 3: Spawn carries the kernel's securebits and its Landlock probe
 MAX_FRAME = 1 << 20  # an environment is kilobytes; anything larger is an attack or a bug
 
 RefuseCode = Literal[
@@ -51,6 +52,14 @@ class Spawn(PoolMsg, frozen=True):
     environment (`encode_env`, read by the worker only); with `stdin` its stdin (else
     /dev/null); then one fd of the kernel's own namespace for each name in `namespaces`
     (opened on /proc/self/ns/NAME), which the pool compares with its own.
+
+    `securebits`: the kernel's own (only a process itself can read them), compared with the
+    pool's. `probe`: the pid of the kernel's Landlock probe (`host/landlock.py`), a child of
+    the kernel alive until the answer: the pool reads its /proc entry (Landlock domain, root
+    directory) and checks that it is the kernel's child. With `proof`, one more fd rides
+    last: the working directory of the pool's own probe, opened through /proc/PID/cwd (it has
+    no other name), which only a process in the pool's Landlock domain or an enclosing one can
+    open; the pool refuses a Spawn without it.
     """
 
     fingerprint: str
@@ -59,6 +68,9 @@ class Spawn(PoolMsg, frozen=True):
     cwd: str
     stdin: bool = False
     namespaces: list[str] = []
+    securebits: int = -1
+    probe: int = 0
+    proof: bool = False
 
 
 class Spawned(PoolMsg, frozen=True):

@@ -30,6 +30,7 @@ from typing import IO
 import msgspec
 
 from host import confinement as C
+from host import landlock as L
 from host import pool as H
 from host.own_files import open_own
 from host.spawn import module_of
@@ -140,12 +141,19 @@ def spawn(
     try:
         sock.settimeout(POOL_CONNECT_S)
         sock.connect(str(home() / "pool.sock"))
-        problem = listener_problem(sock)
-        if problem:
+        problem, proof = listener_problem(sock)
+        if problem or proof is None:
             sock.close()
             note(f"{problem}; workers start cold")
             return None
-        reply = _request(sock, argv, env, [out_fd, err_fd], in_fd)
+        try:
+            reply = _request(sock, argv, env, [out_fd, err_fd], in_fd, proof)
+        finally:
+            os.close(proof)
+    except NoProbe as exc:
+        sock.close()
+        note(f"our Landlock probe cannot start ({exc}): no pool can tell our domain; cold")
+        return None
     except (FileNotFoundError, ConnectionRefusedError):
         sock.close()
         note("not running: workers start cold this time; one is starting for the next run")
@@ -168,12 +176,26 @@ def spawn(
     return None
 
 
+class NoProbe(Exception):
+    """Our Landlock probe (`host/landlock.py`) cannot start: nobody can tell our domain."""
+
+
 def _request(
-    sock: socket.socket, argv: list[str], env: dict[str, str], out: list[int], in_fd: int | None
+    sock: socket.socket,
+    argv: list[str],
+    env: dict[str, str],
+    out: list[int],
+    in_fd: int | None,
+    proof: int | None = None,
 ) -> P.AnyPoolMsg:
     """Send the Spawn with its fds (stdout, stderr, the environment pipe, stdin, our
-    namespaces) and read the answer."""
+    namespaces, `proof`: the pool probe's working directory from `listener_problem`) and read
+    the answer. Our own Landlock probe lives until the answer is read."""
     spaces = C.namespaces()
+    try:
+        probe = L.Probe()
+    except OSError as exc:  # no `cat` to exec (a chroot, a Landlock without execute rights)
+        raise NoProbe(f"{type(exc).__name__}: {exc}") from exc
     request = P.Spawn(
         fingerprint=fingerprint(),
         module=argv[argv.index("-m") + 1],  # a `module_argv`, checked by `spawn`
@@ -181,6 +203,9 @@ def _request(
         cwd=os.getcwd(),
         stdin=in_fd is not None,
         namespaces=list(spaces),
+        securebits=C.securebits(),
+        probe=probe.pid,
+        proof=proof is not None,
     )
     opened: list[int] = []
     try:
@@ -190,11 +215,16 @@ def _request(
         for name in spaces:
             opened.append(os.open(f"/proc/self/ns/{name}", os.O_RDONLY | os.O_CLOEXEC))
         stdin = [] if in_fd is None else [in_fd]
-        socket.send_fds(sock, [P.encode(request)], [*out, env_r, *stdin, *opened[1:]])
-    finally:
+        extra = [] if proof is None else [proof]
+        socket.send_fds(sock, [P.encode(request)], [*out, env_r, *stdin, *opened[1:], *extra])
         for fd in opened:
             os.close(fd)  # the worker holds the only copies now
-    return read_frame(sock)
+        opened.clear()
+        return read_frame(sock)
+    finally:
+        for fd in opened:
+            os.close(fd)
+        probe.close()
 
 
 def _write_env(fd: int, data: bytes) -> None:
@@ -282,7 +312,10 @@ def stop() -> bool:
     with contextlib.suppress(OSError), socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
         sock.settimeout(POOL_CONNECT_S)
         sock.connect(str(home() / "pool.sock"))
-        if not listener_problem(sock):
+        problem, proof = listener_problem(sock)
+        if proof is not None:
+            os.close(proof)
+        if not problem:
             sock.sendall(P.encode(P.Stop()))
             return True
     return False

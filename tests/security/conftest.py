@@ -85,6 +85,12 @@ def keyfile(cell: Cell) -> Run:
 
 
 @pytest.fixture
+def unseen(cell: Cell) -> Run:
+    """The shared Landlocked run of this cell (scenarios.py)."""
+    return scenarios.unseen(cell)
+
+
+@pytest.fixture
 def crash(cell: Cell) -> Run:
     """The shared worker-kill run of this cell (scenarios.py)."""
     return scenarios.crash(cell)

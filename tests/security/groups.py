@@ -20,7 +20,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 # The scenarios of scenarios.py (it checks that its SCENARIOS are these, in this order).
-SCENARIO_NAMES = ("probe", "crash", "kernel_kill", "powercut")
+SCENARIO_NAMES = ("probe", "keyfile", "crash", "kernel_kill", "powercut", "unseen")
 
 
 @functools.cache

@@ -13,6 +13,8 @@ Inputs:
   with `browser` (a path), it first starts a real Chromium and writes its processes there.
 - `mode: "touch"`: the operation appends a line to `effect` and returns (a power cut lands
   after the client was told of it).
+- `mode: "write"`: the operation tries to create `target` (outside every directory a
+  Landlocked run may write) and records the error it got in `OUT/unseen.json`.
 - always: `configure` writes what the kernel gave the task (goal and secrets) to
   `OUT/configure.json` when `out` is set, which is what a script overriding it could keep;
   and `look` writes to `OUT/script.json` all the script's own process holds that it could
@@ -40,7 +42,7 @@ class ProbeTask(jev.Task):
         super().__init__(verifier=lambda task: self.ran)
         mode = inputs["mode"]
         ways = [jev.Option("quick", "the quick way"), jev.Option("thorough", "the thorough way")]
-        run = {"look": self.look, "hold": self.hold, "touch": self.touch}[mode]
+        run = {"look": self.look, "hold": self.hold, "touch": self.touch, "write": self.write}[mode]
         how = jev.Parameter("how", "how to do it", lambda task, parents: ways)
         self.register(jev.Tool(f"probe.{mode}", f"the {mode} step", (how,), run))
 
@@ -89,6 +91,17 @@ class ProbeTask(jev.Task):
             f.write("ran\n")
         self.ran = True
         return jev.Outcome("ok", "touched", text="touched")
+
+    def write(self, task: jev.Task, chosen: Any) -> jev.Outcome:
+        try:
+            with open(self.inputs["target"], "w") as f:
+                f.write("escaped\n")
+            error = ""
+        except OSError as exc:
+            error = exc.strerror or str(exc)
+        (Path(self.inputs["out"]) / "unseen.json").write_text(json.dumps({"error": error}))
+        self.ran = True
+        return jev.Outcome("ok", "tried", text=error or "written")
 
     def hold(self, task: jev.Task, chosen: Any) -> jev.Outcome:
         if self.inputs.get("browser"):

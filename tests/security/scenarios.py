@@ -17,6 +17,9 @@ that raised is remembered too: each of its rows fails with the same error, none 
   the key file alone, as `jmp --setup` leaves it, on the front ends that read it (KEY_FILE).
 - `kernel_kill`: as `crash`, but the test kill -9s the process that runs the kernel (the
   front end's own), alone, and lets its workers find out.
+- `unseen`: the front end in a Landlock domain of its own (writes only under /tmp, /dev,
+  /proc), the suite's unconfined pool on the warm path; the untrusted code tries to write
+  outside the rules (issue 32 item 1: a warm worker once escaped them).
 
 Runs start in a background thread at collection's end (`prefetch`), so that they overlap the
 rest of the suite; a row waits for its run, or runs it itself if the thread has not started it.
@@ -32,6 +35,7 @@ import json
 import os
 import signal
 import stat
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -249,8 +253,23 @@ def special_files(world: World) -> dict[str, str]:
     return {n: k for n, k in made.items() if os.path.lexists(ws / n)}
 
 
+# Landlock rules of the `unseen` scenario's front end: writes only under these.
+LANDLOCKED = ("/tmp", "/dev", "/proc")
+
+
+def outside_target(world: World) -> str:
+    """Where the `unseen` scenario's untrusted code tries to write: outside LANDLOCKED."""
+    return f"/var/tmp/jmp-unseen-{world.marker}"
+
+
 def _agent_task(world: World, scenario: str) -> dict[str, Any]:
     keys = " ".join(world.keys.values())
+    if scenario == "unseen":  # one write outside the Landlock rules; its error kept
+        world.jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
+        err, code = world.out / "unseen.err", world.out / "unseen.rc"
+        command = f"(echo escaped > {outside_target(world)}) 2> {err}; echo $? > {code}"
+        world.flash.queue([{"tool_call": {"arguments": {"command": command}}}, {"text": "Tried."}])
+        return {"prompt": "write the file"}
     if scenario == "powercut":  # a quick call the client hears of, then one that blocks
         world.jev.script([{"route": "bash"}, {"route": "bash"}])
         first, second = f"echo one >> {world.effect}", f"echo two >> {world.effect}; {SLEEP}"
@@ -282,6 +301,10 @@ def _harness_task(world: World, scenario: str) -> dict[str, Any]:
         inputs |= {"marker": world.marker, "note": f"an input holding {keys}"}
         context = {"keys": list(world.keys.values()), "note": f"the context holds {keys}"}
         return {"goal": f"look around; my keys are {keys}", "inputs": inputs, "context": context}
+    if scenario == "unseen":
+        world.jev.script([{"probe.write.how": "quick"}])
+        inputs = {"mode": "write", "target": outside_target(world), "out": str(world.out)}
+        return {"goal": "write the file", "inputs": inputs}
     if scenario == "powercut":
         world.jev.script([{"probe.touch.how": "quick"}])
         inputs = {"mode": "touch", "effect": str(world.effect), "out": str(world.out)}
@@ -369,6 +392,38 @@ def _crash(cell: Cell) -> Run:
 
 def crash(cell: Cell) -> Run:
     return _run_once("crash", cell)
+
+
+def _unseen(cell: Cell) -> Run:
+    """The front end in a Landlock domain of its own (writes only under LANDLOCKED; as root
+    no other confinement is added, so its view equals an unconfined pool's), with the suite's
+    unconfined pool answering on the warm path (a user's earlier run started it); the
+    untrusted code tries to write outside the rules. Needs Landlock (`landlock.available()`)."""
+    from tests.support import landlock
+
+    reason = landlock.available()
+    assert not reason, reason
+    cell.spawn.prepare()
+    # by its file: the front end starts in the launch dir, where `tests` is not importable
+    wrapper = (sys.executable, landlock.__file__, "--write", ",".join(LANDLOCKED))
+    world = World(cell.spawn, confined=False, hostile=False, wrapper=(*wrapper, "--"))
+    try:
+        running = cell.fe.start(world, _task(world, cell, "unseen"))
+        kernel = running.kernel_pid()
+        outcome = running.wait(RUN_TIMEOUT_S)
+        events = events_of(world, outcome.session_id)
+        target = outside_target(world)
+        notes = {"escaped": os.path.exists(target)}
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(target)
+        return Run(cell, world, outcome, kernel, events, _leftovers(world), notes)
+    except BaseException:
+        world.close()
+        raise
+
+
+def unseen(cell: Cell) -> Run:
+    return _run_once("unseen", cell)
 
 
 def _only_session(world: World) -> str | None:
@@ -475,6 +530,7 @@ SCENARIOS: dict[str, Callable[[Cell], Run]] = {
     "crash": _crash,
     "kernel_kill": _kernel_kill,
     "powercut": _powercut,
+    "unseen": _unseen,
 }
 assert tuple(SCENARIOS) == SCENARIO_NAMES, "groups.py schedules the scenarios by these names"
 CONFINED = {"probe"}  # the scenarios whose front end runs confined (World(confined=True))

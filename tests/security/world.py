@@ -120,6 +120,7 @@ class World:
     hostile: bool = True  # plant modules in the launch dir
     umask: int | None = None  # the front end's umask (None: the suite's own)
     key_file: bool = False  # the model keys in the key file alone (kernel/config/keys.py)
+    wrapper: tuple[str, ...] = ()  # a confinement the front end runs under (after the umask)
     tmp: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="jsm", dir="/tmp")))
     keys: dict[str, str] = field(default_factory=fresh_keys)
     jev: JevServer = field(default_factory=JevServer)
@@ -197,6 +198,7 @@ class World:
     def wrap(self, argv: list[str]) -> list[str]:
         if self.umask is not None:  # sh execs the front end: the pid stays the front end's
             argv = ["/bin/sh", "-c", f'umask {self.umask:03o}; exec "$@"', "sh", *argv]
+        argv = [*self.wrapper, *argv]
         return confine(argv) if self.confined else argv
 
     def probe_command(self) -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 
 from host import confinement as C
+from host import landlock as L
 from host import pool as H
 from host.spawn import module_of
 from kernel.supervision.runtime import start_ticks
@@ -209,8 +210,12 @@ def private_pool(preload: str = "none", root: Path = ROOT) -> Iterator[PoolProc]
 
 
 def children_of(pid: int) -> list[psutil.Process]:
+    """The children of process `pid`; of a pool, its workers only (the Landlock probe its
+    title names, alive as long as the pool, left out: host/landlock.py)."""
     try:
-        return psutil.Process(pid).children()
+        proc = psutil.Process(pid)
+        probe = L.probe_of_title([c for c in proc.cmdline() if c])
+        return [child for child in proc.children() if child.pid != probe]
     except psutil.Error:
         return []
 
@@ -398,8 +403,10 @@ import workers  # non-dumpable, as a jmp pool is
 from workers.pool import child as pool_child
 from protocol import pool as P
 from host import pool as H
+from host import landlock as L
 directory, view, out, answer = sys.argv[1:5]
-pool_child.set_title(H.TITLE[:15], [H.TITLE, directory, view])
+probe = L.Probe(hidden_cwd=True)  # a Landlock probe of its own, as a pool shows (host/landlock.py)
+pool_child.set_title(H.TITLE[:15], [H.TITLE, directory, view, f"{L.TITLE_PREFIX}{probe.pid}"])
 home = H.view_dir(Path(directory), view)
 home.mkdir(mode=0o700, exist_ok=True)
 listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -422,9 +429,9 @@ conn.close()
 class Impostor:
     """A process of ours that takes the socket of the pool of our view in `directory` and
     passes every check a kernel can make (our uid, the pool's title, our interpreter,
-    non-dumpable): a same-user process set on impersonating the pool. It accepts one
-    connection, keeps what it received (`received()`), answers `answer` (None: it just
-    closes) and exits."""
+    non-dumpable, a Landlock probe in our domain): a same-user process set on impersonating
+    the pool. It accepts one connection, keeps what it received (`received()`), answers
+    `answer` (None: it just closes) and exits."""
 
     def __init__(self, directory: Path, answer: P.AnyPoolMsg | None = None) -> None:
         self.out = directory / "impostor.json"

@@ -125,3 +125,38 @@ def test_write_and_edit_give_the_modes_a_persons_tools_would(tools_of: Tools, ma
     assert stat.S_IMODE(info.st_mode) == 0o755
     if owner:
         assert (info.st_uid, info.st_gid) == (65534, 65534)
+
+
+def _bytes_read(pid: int) -> int:
+    """What process `pid` has read so far (rchar: every read(2), files and pipes alike)."""
+    with open(f"/proc/{pid}/io") as io:
+        return next(int(line.split()[1]) for line in io if line.startswith("rchar:"))
+
+
+def test_read_reads_at_most_the_cap_and_one_byte_of_a_big_file_or_a_device(
+    tools_of: Tools,
+) -> None:
+    """Issue 32 item 3: the file tools read at most the cap (OpenHands' 10 MiB) and one byte.
+    Before: `read` of a `.png` (OpenHands skips its size check for images) read it whole, 64
+    MiB here (a sparse file: no disk used); a device is refused by type, unread."""
+    ws = tools_of.workspace
+    cap = 10 * 1024 * 1024
+    size = 64 * 1024 * 1024
+    for name in ("big.png", "big.txt"):
+        with open(ws / name, "wb") as f:
+            f.truncate(size)
+    device = True
+    try:
+        os.mknod(ws / "zero", 0o666 | stat.S_IFCHR, os.makedev(1, 5))  # /dev/zero's numbers
+    except PermissionError:
+        device = False  # mknod needs CAP_MKNOD: the files alone then
+    tools_of.start()
+    tools_of.specs()
+    pid = tools_of.worker.pid
+    assert pid is not None
+    for name in ("big.png", "big.txt", *(["zero"] if device else [])):
+        before = _bytes_read(pid)
+        result = call(tools_of, "read", path=name)
+        read = _bytes_read(pid) - before
+        assert result.status == "error", (name, result)
+        assert read <= cap + 1 + 65536, f"read of {name} read {read} bytes"  # + its messages

@@ -181,7 +181,8 @@ def test_a_pool_that_dies_during_the_request_means_a_cold_spawn(
         with fake(short_tmp) as worker:
             worker.wait_ready(60)
             assert psutil.Process(worker.pid).ppid() == os.getpid()
-        assert impostor.received()["fds"] == 3 + len(C.namespaces())  # it had the request
+        # it had the request (and the proof of our Landlock domain: its probe's cwd)
+        assert impostor.received()["fds"] == 3 + len(C.namespaces()) + 1
     finally:
         impostor.kill()
         shutil.rmtree(directory, ignore_errors=True)
@@ -474,7 +475,8 @@ RAW_SPAWN = textwrap.dedent(
     sock.connect(sys.argv[1])
     null = os.open(os.devnull, os.O_RDWR)
     argv = [sys.executable, "-m", "tests.fakes.worker", "ipc:///nowhere"]
-    reply = pool_client._request(sock, argv, {}, [null, null], None)
+    _problem, proof = pool_checks.listener_problem(sock)  # the pool probe's cwd, if ours
+    reply = pool_client._request(sock, argv, {}, [null, null], None, proof)
     print(type(reply).__name__, getattr(reply, "code", "-"), getattr(reply, "detail", "-"))
     """
 )
@@ -486,7 +488,7 @@ def raw_spawn(wrap: list[str], sock: Path, hidden: bool = False) -> list[str]:
         capture_output=True,
         text=True,
         cwd=str(ROOT),
-        env=os.environ | {"PYTHONPATH": str(ROOT)},
+        env=os.environ | {"PYTHONPATH": str(ROOT), "JMP_WARM_DIR": str(sock.parent.parent)},
         timeout=60,
     )
     assert done.returncode == 0, done.stderr[-2000:]
@@ -515,7 +517,8 @@ def test_a_kernel_the_pool_cannot_look_into_proves_its_namespaces_with_the_fds_i
     directory = make_pool_dir()
     pool = PoolProc(directory, wrap=wrap)
     try:
-        assert raw_spawn(wrap, pool.sock, hidden=True)[0] == "Spawned"
+        first = raw_spawn(wrap, pool.sock, hidden=True)
+        assert first[0] == "Spawned", first
         answer = raw_spawn([*NET, *wrap], pool.sock, hidden=True)
         assert answer[:2] == ["Refused", "confined"] and "net namespace" in answer[2], answer
     finally:
@@ -787,8 +790,10 @@ def test_running_out_of_descriptors_at_accept_does_not_end_the_pool(short_tmp: P
     import resource
 
     with private_pool() as pool:
-        while "anon_inode:[pidfd]" in _fd_targets(pool.pid):
-            threading.Event().wait(0.05)  # the status connection PoolProc asked on is not gone
+        # the status connection PoolProc asked on is not gone (one pidfd is the pool's own
+        # watch on its Landlock probe, held for its lifetime)
+        while _fd_targets(pool.pid).count("anon_inode:[pidfd]") > 1:
+            threading.Event().wait(0.05)
         used = {int(fd) for fd in os.listdir(f"/proc/{pool.pid}/fd")}
         limit = next(n for n in range(4096) if n - len({fd for fd in used if fd < n}) == 2)
         hard = resource.prlimit(pool.pid, resource.RLIMIT_NOFILE)[1]

@@ -6,8 +6,9 @@ stop    ask the pool to exit (its live workers keep serving their kernels)
 status  print the pool's state as JSON; exit 1 when no pool answers
 serve   run the pool in the foreground (what `start` and kernels launch)
 
-Each confinement view (credentials, capabilities, no_new_privs, seccomp, namespaces) has a
-pool of its own, in DIR/VIEW: the commands act on the pool of the view they run in.
+Each confinement view (credentials, capabilities, no_new_privs, seccomp, LSM label,
+securebits, root directory, namespaces) has a pool of its own, in DIR/VIEW: the commands act
+on the pool of the view they run in (and in their Landlock domain: host/landlock.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pathlib import Path
 import msgspec
 
 from host import confinement as C
+from host import landlock as L
 from host import pool as H
 from host.own_files import open_own, write_own
 from host.spawn import SPAWN_CWD
@@ -82,7 +84,16 @@ def serve(
     os.dup2(logfd, 1)
     os.dup2(logfd, 2)
     os.close(logfd)
-    pool_child.set_title(H.TITLE[:15], [H.TITLE, str(directory), pool.key])
+    try:
+        probe = L.Probe(
+            hidden_cwd=True
+        )  # what kernels read to tell our Landlock domain (host/landlock.py)
+    except OSError as exc:
+        print(f"jmp-warm-pool: the Landlock probe cannot start: {exc}", file=sys.stderr)
+        return 2
+    pool.probe = probe
+    title = [H.TITLE, str(directory), pool.key, f"{L.TITLE_PREFIX}{probe.pid}"]
+    pool_child.set_title(H.TITLE[:15], title)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     pool.preloaded = pool_child.preload(kinds)
     pool_child.freeze()

@@ -4,19 +4,20 @@ fresh worker per kernel request.
     python -m workers.pool start | stop | status     (JMP_WARM_DIR, JMP_WARM_IDLE_S apply)
     python -m workers.pool serve DIR [--idle S] [--preload KINDS] [--detach]
 
-It holds nothing of value: it never opens a session and never sees a prompt, a model request,
-a kernel's environment or its keys (they reach the forked worker on a pipe the pool passes
-along unread), so a kill at any moment costs nothing (kernels fall back to a cold spawn) and
-no fork inherits another kernel's secrets. It serves only its own uid (SO_PEERCRED), only
-kernels with its code fingerprint and its own confinement view (credentials, capabilities,
-no_new_privs, seccomp, LSM label, namespaces: read from the kernel's /proc entry, never taken
-from the request), forks only jmp's worker modules and only while it has exactly one OS
-thread; a fork takes on its kernel's resource limits, umask, priority, CPU set and cgroup
-before the pool says `Spawned`. It reaps a worker only after its kernel has killed that
-worker's tree (Release or a closed connection), so the worker's pid cannot be reused before
-then. No client can stall it (`workers/pool/conn.py`). It exits after `--idle` seconds with
-no connection and no live worker, and, idle, within INSTALL_CHECK_S of its installation being
-removed (host/pool.py `installation_gone`).
+It holds nothing of value: it never opens a session and never sees a prompt, a model request, a
+kernel's environment or its keys (they reach the forked worker on a pipe the pool passes along
+unread), so a kill at any moment costs nothing (kernels fall back to a cold spawn) and no fork
+inherits another kernel's secrets. It serves only its own uid (SO_PEERCRED), only kernels with
+its code fingerprint and its own confinement view (credentials, capabilities, no_new_privs,
+seccomp, LSM label, namespaces: read from the kernel's /proc entry; root directory and Landlock
+domain: read through the kernel's probe, a child of the kernel; only securebits, which no other
+process can read, come from the request), forks only jmp's worker modules and only while it has
+exactly one OS thread; a fork takes on its kernel's resource limits, umask, priority, CPU set
+and cgroup before the pool says `Spawned`. It reaps a worker only after its kernel has killed
+that worker's tree (Release or a closed connection), so the worker's pid cannot be reused
+before then. No client can stall it (`workers/pool/conn.py`). It exits after `--idle` seconds
+with no connection and no live worker, and, idle, within INSTALL_CHECK_S of its installation
+being removed (host/pool.py `installation_gone`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import sys
 from pathlib import Path
 
 from host import confinement as C
+from host import landlock as L
 from host import pool as H
 from protocol import pool as P
 from workers.pool import child as pool_child
@@ -51,10 +53,11 @@ class Pool(Connections):
         self.dir, self.idle_s, self.preloaded = directory, idle_s, preloaded
         self.modules = frozenset(modules)
         self.fingerprint = H.code_fingerprint()
-        self.view = C.confinement()
+        self.view = C.own_view()
         self.spaces = C.namespaces()
         self.space_ids = {name: _ns_id(f"/proc/self/ns/{name}") for name in self.spaces}
         self.key = C.view_key(self.view, self.spaces)
+        self.probe: L.Probe | None = None  # ours, named in our title (host/landlock.py)
         super().__init__()
         self.children: dict[int, tuple[int, Conn | None]] = {}  # pidfd -> (pid, its kernel)
         self.exited: set[int] = set()  # pids that exited and wait for Release
@@ -63,7 +66,11 @@ class Pool(Connections):
         self.running = True
 
     def serve(self, listener: socket.socket) -> None:
+        """Serve until idle, Stop or SIGTERM; and until our Landlock probe exits: without it
+        no kernel could tell our domain."""
         self.listen(listener)
+        if self.probe is not None:
+            self.sel.register(os.pidfd_open(self.probe.pid), selectors.EVENT_READ, "probe")
         while self.running:
             now = self.clock()
             busy = self.conns or self.children
@@ -88,6 +95,9 @@ class Pool(Connections):
                 kind = key.data
                 if kind == "accept":
                     self.accept()
+                elif kind == "probe":
+                    log("the Landlock probe exited: exiting")
+                    return
                 elif kind == "child":
                     self.child_exited(key.fd)
                 elif isinstance(kind, Conn):  # a starting fork's report
@@ -129,7 +139,7 @@ class Pool(Connections):
                 self.refuse(conn, "bad_request", f"unexpected {type(msg).__name__}")
 
     def spawn(self, conn: Conn, msg: P.Spawn, fds: list[int]) -> None:
-        want = 3 + msg.stdin + len(msg.namespaces)
+        want = 3 + msg.stdin + len(msg.namespaces) + msg.proof
         if msg.fingerprint != self.fingerprint:
             return self.refuse(conn, "stale", "the pool runs other code")
         if msg.module not in self.modules:
@@ -139,7 +149,9 @@ class Pool(Connections):
         if pool_child.threads() != 1:
             detail = f"{pool_child.threads()} threads: refusing to fork"
             return self.refuse(conn, "fork_failed", detail)
-        problem = self.other_view(conn, msg, fds[3 + msg.stdin :])
+        problem = self.other_view(conn, msg, fds[3 + msg.stdin : want - msg.proof])
+        if problem is None and not (msg.proof and self.proved(fds[-1])):
+            problem = "the kernel's Landlock domain is not the pool's: it sent no proof"
         kernel = pool_takeon.read_kernel(conn.kernel_pid)
         if problem is None and kernel is None:
             problem = "the kernel's limits, priority or cgroup cannot be read"
@@ -163,12 +175,15 @@ class Pool(Connections):
         return None
 
     def other_view(self, conn: Conn, msg: P.Spawn, spaces: list[int]) -> str | None:
-        """Why the kernel's confinement is not the pool's (read from its /proc entry and the
-        namespace fds it sent, never from the request); None when they are the same."""
+        """Why the kernel's confinement is not the pool's (read from its /proc entry, its
+        probe's and the namespace fds it sent; securebits from the request); None when they
+        are the same."""
         try:
             view = C.confinement(conn.kernel_pid)
         except OSError as exc:
             return f"the kernel's /proc status cannot be read: {exc.strerror}"
+        view["securebits"] = str(msg.securebits)
+        domain, view["root"] = self.probed(conn, msg)
         for name, mine in self.view.items():
             if view[name] != mine:
                 return f"the kernel's {name} is {view[name]!r}, the pool's {mine!r}"
@@ -185,7 +200,31 @@ class Pool(Connections):
                 return f"the kernel's {name} namespace cannot be read: {exc.strerror}"
             if their_id != self.space_ids[name] or link != self.spaces[name]:
                 return f"the kernel's {name} namespace is not the pool's"
-        return None
+        return f"the kernel's Landlock domain is not the pool's: {domain}" if domain else None
+
+    def probed(self, conn: Conn, msg: P.Spawn) -> tuple[str, str]:
+        """(why the kernel's Landlock domain is not known to be ours, '' when it is; its root
+        directory, read through its probe, else ours, compared later): `host/landlock.py`.
+        The kernel proves its direction by sending our probe's hidden working directory
+        (`proved`), we ours by reading its probe, a child of the kernel alive until our
+        answer."""
+        if msg.probe <= 0:
+            return "it sent no probe", self.view["root"]
+        domain = L.inspect(msg.probe, conn.kernel_pid)
+        if domain:
+            return domain, self.view["root"]
+        try:
+            return "", C.root_of(msg.probe)
+        except OSError as exc:
+            return f"its probe's root directory cannot be read ({exc.strerror})", self.view["root"]
+
+    def proved(self, fd: int) -> bool:
+        """Is `fd` our probe's hidden working directory, which only a process that may
+        ptrace-read our probe (our Landlock domain or an enclosing one) could open?"""
+        try:
+            return self.probe is not None and self.probe.proves(fd)
+        except OSError:
+            return False
 
     def started(self, conn: Conn) -> None:
         """The fork reported: it took on its kernel's settings (b"ok"), or why it could not."""

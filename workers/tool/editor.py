@@ -32,8 +32,9 @@ import errno
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-from openhands.tools.file_editor.editor import FileEditor
+from openhands.tools.file_editor.editor import IMAGE_EXTENSIONS, FileEditor
 from openhands.tools.file_editor.impl import FileEditorExecutor
 from openhands.tools.file_editor.utils.history import FileHistoryManager
 
@@ -43,6 +44,14 @@ from protocol.text import clean
 class WorkspaceEditor(FileEditor):
     """FileEditor whose directory view never follows a symbolic link, and whose writes are on
     the disk before it answers (the module docstring)."""
+
+    def view(self, path: Path, view_range: list[int] | None = None) -> Any:
+        """OpenHands' view, after its size check for images too: it read a `.png` whole,
+        whatever its size, before any check (issue 32 item 3: a file tool reads at most its
+        cap and one byte); a file over the cap is refused unread, as any other file is."""
+        if path.suffix.lower() in IMAGE_EXTENSIONS and not path.is_dir():
+            self.validate_file(path)
+        return super().view(path, view_range)
 
     def _format_directory_entry(self, root: Path, entry: Path) -> str:
         relative = "" if entry == root else "/" + entry.relative_to(root).as_posix()
