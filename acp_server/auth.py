@@ -4,13 +4,13 @@ session that needs keys jmp does not have.
 The method, `jmp-setup`, runs `jmp --setup` (cli/setup.py: it asks for the Jev and Flash keys,
 checks them, stores them in the key file). As the ACP registry defines terminal auth
 (https://github.com/agentclientprotocol/registry/blob/main/AUTHENTICATION.md) it is a
-`terminal` method whose `args` start the setup in the agent's own program: offered so to a client that says it can run one
-(`clientCapabilities.auth.terminal`, or the registry's and Zed's `_meta["terminal-auth"]`),
-with `_meta["terminal-auth"]` (command, args, label) too for clients that read that form; to
-any other client it is an `agent` method whose `authenticate` looks again for keys (the person
-ran `jmp --setup` elsewhere). `session/new` without the keys answers the schema's
-"Authentication required" (-32000) naming the method and what is missing. No SDK import: the
-early `initialize` (acp_server/hello.py) is built from here.
+`terminal` method whose `args` start the setup in the agent's own program: offered so to a
+client that says it can run one (`clientCapabilities.auth.terminal`, or the registry's and
+Zed's `_meta["terminal-auth"]`), with `_meta["terminal-auth"]` (command, args, label) too for
+clients that read that form; to any other client it is an `agent` method whose `authenticate`
+looks again for keys (the person ran `jmp --setup` elsewhere). `session/new` without the keys
+answers the schema's "Authentication required" (-32000) naming the method and what is missing.
+No SDK import: the early `initialize` (acp_server/hello.py) is built from here.
 """
 
 from __future__ import annotations
