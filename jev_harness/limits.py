@@ -79,8 +79,8 @@ def apply(
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
     used = time.process_time()
-    hard = int(used) + budget + HARD_GRACE_S
-    _lower(resource.RLIMIT_CPU, hard, hard + HARD_GRACE_S)
+    cpu_hard = int(used) + budget + HARD_GRACE_S
+    _lower(resource.RLIMIT_CPU, cpu_hard, cpu_hard + HARD_GRACE_S)
     watch = threading.Thread(
         target=_watch, args=(used + budget, target), daemon=True, name="cpu-limit"
     )
