@@ -125,3 +125,12 @@ def test_the_install_line_names_the_python_and_the_package_its_license() -> None
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert project["license"] == "MIT" and project["license-files"] == ["LICENSE"]
     assert (ROOT / "LICENSE").read_text().startswith("MIT License")
+
+
+def test_the_readme_says_where_to_get_keys() -> None:
+    """Issue 37, item 8: a newcomer with no keys learns where each comes from (at 623aa1b the
+    README named the variables only)."""
+    readme = (ROOT / "README.md").read_text()
+    assert "https://typesafe.ai" in readme  # Jev's, TYPESAFE_API_KEY
+    assert "https://platform.deepseek.com/api_keys" in readme  # Flash's, FLASH_API_KEY
+    assert "OpenAI-compatible server" in readme  # or a server of one's own

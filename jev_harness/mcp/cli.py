@@ -264,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     unusable = keys.load_or_error()  # before the redactor is made: it knows the stored keys too
     redactor = _redactor()
 
-    def say(message: str) -> None:
-        print(f"jev_harness.mcp: {redactor.text(message)}", file=sys.stderr, flush=True)
+    def say(message: str) -> None:  # named as the program a user types, as its usage line is
+        print(f"jev-harness-mcp: {redactor.text(message)}", file=sys.stderr, flush=True)
 
     handler = logging.StreamHandler(sys.stderr)
     handler.addFilter(Redacting(redactor.text))

@@ -99,6 +99,6 @@ def test_fastmcp_4s_exchange_and_what_no_sdk_client_sends(cli: HarnessCli) -> No
         assert c.close() == 0
     lines = server.stderr.splitlines()
     # Only the server's own named lines: no SDK warning, no traceback (96 lines before).
-    assert all(line.startswith(("jev_harness.mcp: ", "jmp: ")) for line in lines), lines
+    assert all(line.startswith(("jev-harness-mcp: ", "jmp: ")) for line in lines), lines
     assert len(lines) <= 5, lines
     assert not [f for f in c.frames if "method" in f]  # no request or notification of its own

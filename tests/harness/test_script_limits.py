@@ -206,3 +206,28 @@ def _check(script: Path, cwd: Path, extra: dict[str, str]) -> subprocess.Complet
     argv = [sys.executable, "-m", "jev_harness.cli", "check-task", str(script), "--json"]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), **extra}
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_soft_limits_cannot_be_lifted_from_python(tmp_path: Path) -> None:
+    """`run`'s soft limits (`apply(..., hard=False)`, the harness worker's) are fixed for the
+    script: the audit hook refuses `resource.setrlimit`. Before, `apply` reused its `hard`
+    argument for the CPU limit (an int, always true), so the hook was never installed and a
+    script could raise its own soft limits back to the hard ones."""
+    probe = textwrap.dedent("""
+        import resource, threading
+        from jev_harness import limits
+        from protocol.limits import ScriptLimits
+        limits.apply(ScriptLimits(), 60, threading.current_thread(), hard=False)
+        soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+        try:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (hard, hard))
+        except PermissionError as exc:
+            print("refused:", exc)
+        else:
+            print("lifted")
+    """)
+    done = subprocess.run(
+        [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("refused: resource.setrlimit"), done.stdout + done.stderr
