@@ -147,6 +147,6 @@ def test_the_scripts_limits_are_not_the_browsers(cli: HarnessCli, site: Rendered
     }
     out = cli.run(RESEARCH, "find the harbor's answer", inputs)
     finished = [e for e in out.of("tool_finished") if e.get("tool") == "web.open_link"]
-    statuses = [e["status"] for e in finished]
-    assert len(statuses) >= 2 and set(statuses) == {"ok"}, out.stderr[-3000:]
+    statuses = [e["status"] for e in finished]  # the two scripted; Jev's own picks may 404
+    assert statuses[:2] == ["ok", "ok"], out.stderr[-3000:]
     assert JS_MARKER in json.dumps(finished[0])
