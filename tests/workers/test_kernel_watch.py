@@ -25,7 +25,7 @@ import pytest
 from kernel.config.settings import ConfigError, Settings, tool_ready_s
 from kernel.supervision.restart import TOOL_READY_S
 from kernel.supervision.tools import Tools
-from tests.support.warm import ROOT, gone, suite_pool
+from tests.support.warm import ROOT, PoolProc, gone
 
 # The stand-in kernel: spawns one worker through the kernel's own spawn paths, prints its pid
 # and its parent's, then waits to be killed (at once, or once the worker is Ready).
@@ -51,9 +51,11 @@ def test_a_killed_kernels_worker_exits_by_its_watch_not_by_silence(
     short_tmp: Path, path: str, when: str
 ) -> None:
     env = os.environ | {"PYTHONPATH": str(ROOT)}
-    pool = None
-    if path == "warm":
-        pool = suite_pool(Path(os.environ["JMP_WARM_DIR"]))
+    pool = private = None
+    if path == "warm":  # a pool of its own that forks the fake worker (the suite's one may
+        private = PoolProc(short_tmp / "pool")  # have been relaunched by a jmp run without it)
+        env["JMP_WARM_DIR"] = str(private.dir)
+        pool = private.pid
     else:
         env["JMP_WARM"] = "0"
     kernel = subprocess.Popen(
@@ -72,10 +74,14 @@ def test_a_killed_kernels_worker_exits_by_its_watch_not_by_silence(
         kernel.wait()
         kernel.stdout.close()
         kernel.stdin.close()
-    assert parent == (pool if path == "warm" else kernel.pid), "not the path under test"
-    if not gone([worker], 60):
-        psutil.Process(worker).kill()
-        pytest.fail(f"the {path} worker outlived its kernel (killed while {when})")
+    try:
+        assert parent == (pool if path == "warm" else kernel.pid), "not the path under test"
+        if not gone([worker], 60):
+            psutil.Process(worker).kill()
+            pytest.fail(f"the {path} worker outlived its kernel (killed while {when})")
+    finally:
+        if private is not None:
+            private.kill()
 
 
 def test_the_tool_workers_ready_bound_is_jmp_tool_ready_s(
