@@ -53,7 +53,8 @@ def in_tmpfs(disk: Path) -> list[str]:
     return ["unshare", "-m", "sh", "-ec", f'{setup}; exec "$@"', "sh"]
 
 
-def check_named(out: Run, disk: Path) -> None:
+def check_named(out: Run, disk: Path) -> str:
+    """The session the run's result names (it must: ENOSPC mid-run, issue 32 item 7)."""
     assert out.code == 2, out.stdout[-2000:] + out.stderr[-2000:]
     sid = next(line["session_id"] for line in out.lines if line["kind"] == "session")
     result = out.result
@@ -61,6 +62,7 @@ def check_named(out: Run, disk: Path) -> None:
     assert result["session_id"] == sid, "the result does not say which session it was"
     assert result["session_dir"] == str(disk / "sessions" / sid), result
     assert out.lines[-1]["session_id"] == sid  # the line's own field too
+    return str(sid)
 
 
 @needs_root
@@ -94,4 +96,5 @@ def test_jev_harness_run_json_names_the_session_when_the_disk_fills_mid_run(
     inputs = json.dumps({"fill": str(disk / "ws" / "fill")})
     argv = harness.run_argv(script, "fill the disk", inputs)
     out = harness.call([*in_tmpfs(disk), *argv], timeout=200)
-    check_named(out, disk)
+    sid = check_named(out, disk)  # the disk is gone with the run's mount namespace
+    assert out.result["session_dir"] == str(disk / "sessions" / sid)

@@ -29,7 +29,7 @@ BIN = Path(sys.executable).parent
 KEYLESS = {"TYPESAFE_API_KEY": None, "FLASH_API_KEY": None, "DEEPSEEK_API_KEY": None}
 
 
-def _registry_check(jmp: Cli, argv: list[str]) -> None:
+def _registry_check(jmp: Cli, argv: list[str]) -> list[tuple[str, str]]:
     """verify_agents.py's auth check of ARGV as the registry runs it: no key anywhere, HOME an
     empty sandbox (so no key file either)."""
     sandbox = jmp.tmp / "auth-home"
@@ -38,17 +38,18 @@ def _registry_check(jmp: Cli, argv: list[str]) -> None:
     env["HOME"] = str(sandbox)
     found = run_auth_check(argv, jmp.tmp, {**env, "HOME": str(sandbox)}, timeout=120)
     assert found.success, found.error
-    assert [(m.id, m.type) for m in found.auth_methods] == [("jmp-setup", "terminal")]
     assert found.response is not None
     check_acp_frame(found.response, "initialize")  # the official schema, no unnamed field
     (method,) = found.response["result"]["authMethods"]
     assert method["args"] == ["--setup"] and method["type"] == "terminal"
     assert not (sandbox / ".config").exists()  # a look for keys writes nothing
+    return [(m.id, m.type) for m in found.auth_methods]
 
 
 def test_the_registry_auth_check_passes(jmp: Cli) -> None:
     """Failed before: jmp answered `authMethods: []` ("No authMethods in response")."""
-    _registry_check(jmp, [sys.executable, str(ROOT / "main.py"), "--acp"])
+    methods = _registry_check(jmp, [sys.executable, str(ROOT / "main.py"), "--acp"])
+    assert methods == [("jmp-setup", "terminal")]
 
 
 def test_the_registry_check_passes_on_what_uvx_runs(jmp: Cli) -> None:
@@ -56,7 +57,7 @@ def test_the_registry_check_passes_on_what_uvx_runs(jmp: Cli) -> None:
     distribution `jmp-agent`."""
     script = BIN / "jmp-agent"
     assert script.exists(), "no console script jmp-agent: `make install` (pyproject scripts)"
-    _registry_check(jmp, [str(script), "--acp"])
+    assert _registry_check(jmp, [str(script), "--acp"]) == [("jmp-setup", "terminal")]
 
 
 def test_agent_json_is_a_valid_registry_entry() -> None:

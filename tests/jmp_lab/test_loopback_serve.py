@@ -53,7 +53,7 @@ def test_serve_answers_a_typed_task_from_its_echo_policy_then_from_the_edited_fi
         env=base | {"PYTHONUNBUFFERED": "1"}, stdin=subprocess.DEVNULL,
     ) as server:  # fmt: skip
         try:
-            _the_user_types_tasks(server, answers, workspace, base)
+            assert _the_user_types_tasks(server, answers, workspace, base) == 0
         finally:
             if server.poll() is None:
                 server.kill()
@@ -61,7 +61,8 @@ def test_serve_answers_a_typed_task_from_its_echo_policy_then_from_the_edited_fi
 
 def _the_user_types_tasks(
     server: subprocess.Popen[str], answers: Path, workspace: Path, base: dict[str, str]
-) -> None:
+) -> int:
+    """The tasks typed against the serving demo, then Ctrl+C; the server's exit status."""
     assert server.stdout is not None
     assert "wrote a starter answers file" in _line_with(server.stdout, "starter")
     assert json.loads(answers.read_text()) == STARTER
@@ -87,7 +88,7 @@ def _the_user_types_tasks(
     assert "Wrote hello.py (a scripted answer)." in out
     server.send_signal(signal.SIGINT)  # Ctrl+C
     assert "stopped" in _line_with(server.stdout, "stopped")
-    assert server.wait(timeout=60) == 0
+    return server.wait(timeout=60)
 
 
 def test_serve_refuses_an_answers_file_that_is_not_one(short_tmp: Path) -> None:

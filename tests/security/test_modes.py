@@ -20,7 +20,8 @@ from tests.support.others import loose_modes, needs_setpriv, nobody_locks, nobod
 pytestmark = pytest.mark.timeout(RUN_TIMEOUT_S + 120)
 
 
-def _owners_alone(run: Run) -> None:
+def _owners_alone(run: Run) -> list[str]:
+    """Nobody else reads, locks or lists the run's session; what is still open to others."""
     sid = run.outcome.session_id
     assert sid, f"the run named no session: {run.outcome.stderr[-2000:]}"
     home = run.world.home
@@ -30,14 +31,14 @@ def _owners_alone(run: Run) -> None:
     read = [p.name for p in directory.rglob("*") if p.is_file() and nobody_reads(p) is not None]
     assert read == [], f"nobody read {read}"
     assert not nobody_locks(directory / "lock"), "nobody could flock the session's lock"
-    assert loose_modes(home) == [], "open to other users"
+    return loose_modes(home)
 
 
 @needs_setpriv
 def test_the_sessions_dir_is_the_owners_alone_under_the_usual_umask(probe: Run) -> None:
-    _owners_alone(probe)
+    assert _owners_alone(probe) == [], "open to other users"
 
 
 @needs_setpriv
 def test_the_sessions_dir_is_the_owners_alone_under_umask_0(crash: Run) -> None:
-    _owners_alone(crash)
+    assert _owners_alone(crash) == [], "open to other users"
