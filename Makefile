@@ -12,7 +12,7 @@ export OPENHANDS_SUPPRESS_BANNER := 1
 # PYTHONDONTWRITEBYTECODE set every jmp launch would compile ~50 modules (about 0.15 s).
 CODE := cli kernel protocol host workers acp_server jev_harness apixly_jev_harness jmp_lab jmp_agent bench tests
 
-.PHONY: install install-browser test test-install wheelhouse bench chaos crash-states lint fmt type check demo docs clean
+.PHONY: install install-browser test test-install wheelhouse bench chaos chaos-rendered crash-states lint fmt type check demo docs clean
 
 # The power-cut simulator (docs/RESILIENCE.md) needs libfuse 3 and fusermount3: installed here
 # when missing and we are root with apt-get; else its tests skip and say why.
@@ -43,12 +43,14 @@ MODERN_MCP := base=$$($(FIND_PYTHON)) || exit 1; \
 	echo "note: no $(MCP_MODERN_PIN) in $(MCP_MODERN): the MCP 2026-07-28 client tests will be skipped" >&2
 
 # The real browser of jev-harness's rendered pages (ChromiumProvider; docs/JEV-HARNESS.md):
-# Debian's Chromium, driven by Playwright from the test extra (never `playwright install`).
-# Root with apt-get installs it (about 12 s); elsewhere it says so and its tests skip.
+# Debian's Chromium, driven by Playwright from the browser extra (in the test extra; never
+# `playwright install`). Root with apt-get installs it (about 12 s); elsewhere it says so and
+# its tests skip, or, with JMP_REQUIRE_BROWSER=1 (CI: .ci/run), this fails and so would they.
 install-browser:
 	@command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	{ apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null; }; } || \
-	echo "note: no chromium (apt-get install -y --no-install-recommends chromium, as root): rendered-page tests will be skipped" >&2
+	{ echo "note: no chromium (apt-get install -y --no-install-recommends chromium, as root): rendered-page tests will be skipped (they fail under JMP_REQUIRE_BROWSER=1)" >&2; \
+	[ -z "$${JMP_REQUIRE_BROWSER#0}" ]; }
 
 # The suite in TEST_WORKERS processes (pytest-xdist; tests/conftest.py keeps each file, and the
 # rows of each security-matrix scenario, on one worker): two by default, 650-700 s on this
@@ -86,6 +88,13 @@ CHAOS_POWER ?= mix
 CHAOS_LANES ?= 2
 chaos:
 	$(PY) -m jmp_lab.chaos --quick --lanes $(CHAOS_LANES) --iterations $(CHAOS_ITERATIONS) --minutes $(CHAOS_MINUTES) --seed $(CHAOS_SEED) --power $(CHAOS_POWER) $(if $(CHAOS_JMP),--jmp '$(CHAOS_JMP)')
+
+# Kills of the harness worker while the real Chromium renders a page (jmp_lab/chaos/rendered.py,
+# docs/RESILIENCE.md "Kills during rendered fetches"): warm and cold, the entry page and a link
+# in turn; needs make install-browser (exit 2 naming what is missing otherwise).
+CHAOS_RENDERED_ITERATIONS ?= 8
+chaos-rendered:
+	$(PY) -m jmp_lab.chaos rendered --iterations $(CHAOS_RENDERED_ITERATIONS) --seed $(CHAOS_SEED)
 
 # Every crash state of the CLI workloads under each directory model (jmp_lab/chaos/explore):
 # each checked on the disk, recovered through the CLI for CRASH_MINUTES, and the three broken

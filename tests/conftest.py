@@ -91,6 +91,16 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     return FilesAndTheMatrix(config, log)
 
 
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A test marked `browser` (tests/support/browser.py: needs_chromium) skips where no real
+    browser is installed, saying why, and fails instead under JMP_REQUIRE_BROWSER=1 (CI)."""
+    if item.get_closest_marker("browser") is not None:
+        from tests.support.browser import missing_browser, skip_without_browser
+
+        if missing_browser() is not None:
+            skip_without_browser()
+
+
 def pytest_sessionstart(session: pytest.Session) -> None:
     """The suite's private pool dir is made before collection; on a run of whole directories
     (`make test`) the pool is launched now, so its imports overlap collection instead of the

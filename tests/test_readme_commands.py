@@ -34,6 +34,7 @@ DOCS += ("docs/ARCHITECTURE.md",)
 PROGRAMS = ("make", "jmp", "python", "jev-harness", "jmp-demo", "jmp-chaos", "uv", "export")
 PROGRAMS += ("mkdir", "jev-harness-mcp")
 CHAOS = "tests/jmp_lab/test_chaos.py"
+RENDERED = "tests/jmp_lab/test_chaos_rendered.py"  # `jmp-chaos rendered`, through its entry
 CRASH = "tests/jmp_lab/test_crash_states.py"  # its parts, on a one-call workload
 SEEDS = "tests/test_seed_examples.py"  # the seeds' commands, word for word
 FIRST = "first task"  # the keyless first task: test_the_keyless_first_task_runs_as_written
@@ -104,6 +105,8 @@ WHERE = {
     "python -m jmp_lab.chaos --iterations 9 --seed 7 --power only": CHAOS,
     "python -m jmp_lab.chaos --power off ...": CHAOS,
     "python -m jmp_lab.chaos.powercut check": "run",
+    "make chaos-rendered": RENDERED,
+    "jmp-chaos rendered --iterations 2 --seed 3 --first 2": RENDERED,
     "make crash-states": CRASH,
     "make crash-states CRASH_WORKLOADS=cli-3 CRASH_MINUTES=480": CRASH,
     "jmp-chaos crash-states --workloads bash write+edit --models strict --no-recover": CRASH,

@@ -4,8 +4,10 @@ Which browser: `JEV_CHROMIUM` (a path or a command name) when set, else the firs
 `chromium`, `chromium-browser`, `google-chrome-stable`, `google-chrome` on PATH; a machine with
 none gets a WebError `browser_missing` that says how to install one (Debian's package:
 `apt-get install -y --no-install-recommends chromium`, `make install-browser`). Playwright is the
-Python package from PyPI; its own browser download (`playwright install`) is never used: the
-browser is launched with `executable_path`.
+Python package from PyPI, in the `browser` extra (`pip install 'jmp-agent[browser]'`; the test
+extra brings it too): without it the first fetch is a WebError `browser_missing` naming that
+command. Its own browser download (`playwright install`) is never used: the browser is
+launched with `executable_path`.
 
 Life cycle: `start()` makes a private directory (crash dumps, caches: nothing is written under
 $HOME; Playwright gives the browser a fresh temporary profile) and launches the browser through
@@ -42,9 +44,15 @@ from jev_harness.web.page import WebError
 ENV_BINARY = "JEV_CHROMIUM"
 ENV_NODE = "PLAYWRIGHT_NODEJS_PATH"
 CANDIDATES = ("chromium", "chromium-browser", "google-chrome-stable", "google-chrome")
+PLAYWRIGHT_INSTALL = "pip install 'jmp-agent[browser]'"
+PLAYWRIGHT_HINT = (
+    f"install jev-harness's browser extra: `{PLAYWRIGHT_INSTALL}` (a tool install: "
+    "`uv tool install 'jmp-agent[browser]'`, from a checkout `uv tool install --with playwright "
+    "/path/to/jmp`, or `pipx inject jmp-agent playwright`; a checkout's `make install` has it)"
+)
 INSTALL_HINT = (
     "install Debian's Chromium with `apt-get install -y --no-install-recommends chromium` "
-    "(`make install-browser`) and Playwright with `pip install playwright` (the test extra), "
+    f"(`make install-browser`) and Playwright with `{PLAYWRIGHT_INSTALL}`, "
     f"or set {ENV_BINARY}=/path/to/chromium"
 )
 # This machine's network is closed and a run must not phone home: no background requests,
@@ -81,13 +89,21 @@ def find_chromium(env: dict[str, str] | None = None) -> str:
     raise WebError("browser_missing", f"no Chromium found on PATH; {INSTALL_HINT}")
 
 
-def _playwright() -> Any:
+def playwright_missing() -> str | None:
+    """Why Playwright cannot be used here (its import failed), or None."""
     try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        raise WebError(
-            "browser_missing", f"the Python package playwright is not installed; {INSTALL_HINT}"
-        ) from None
+        import playwright.sync_api  # noqa: F401
+    except ImportError as exc:
+        return f"the Python package playwright is not installed ({exc}); {PLAYWRIGHT_HINT}"
+    return None
+
+
+def _playwright() -> Any:
+    missing = playwright_missing()
+    if missing is not None:
+        raise WebError("browser_missing", missing)
+    from playwright.sync_api import sync_playwright
+
     return sync_playwright
 
 

@@ -5,16 +5,22 @@ server.js and lib/snapshot.js): `POST /tabs` {userId, sessionKey} -> {tabId}; `P
 /tabs/{tabId}/navigate` {userId, url} -> {ok, url, httpStatus, navigationOk}; `GET
 /tabs/{tabId}/snapshot?userId[&offset]` -> {url, snapshot, truncated, totalChars, hasMore,
 nextOffset}; `GET /tabs/{tabId}/links?userId&limit&offset` -> {links: [{url (or href), text}],
-pagination}; `DELETE /tabs/{tabId}?userId`. Errors are {error, code?}: 410 when the browser
-restarted (the tab is gone: WebError `browser_restarted`, and an owned tab is forgotten so the
-next fetch opens a new one; nothing is retried), 429 when the session's tab limit is reached
-(`tab_limit`). A navigation whose HTTP status is not 2xx is a failed fetch naming the status
-(`http_status`; a destination 5xx comes as the server's 502 `destination_unavailable`), never a
-capture of the error page. A snapshot over 80,000 characters is
-followed window by window to its end (`_snapshot`); the server's truncation marker never lands
-in the text. `CAMOFOX_ACCESS_KEY`, when set, goes as `Authorization: Bearer` and is scrubbed
-from every text this provider returns (captures, links, errors); without one, nothing is sent.
-It goes to whatever listens at the base URL: the URL must be loopback, but any local process
+pagination}; `DELETE /tabs/{tabId}?userId`. Errors are {error, code?}. The tab is gone on a 410,
+whose code says why: `browser_restarted` (the browser restarted in the last 5 minutes),
+`page_crashed` (the page crashed; the server destroyed the tab), `tab_destroyed` (the session closed
+while the request waited), `tab_timeout`; the fetch fails with that code (any other 410:
+`tab_gone`), an owned tab is forgotten and the next fetch opens a new one; nothing is retried, since
+the destination may have been asked. A 404 "Tab not found" (what the server answers for a tab lost
+more than 5 minutes after a restart, or reaped) on navigate is replaced once: the owned tab is
+dropped, a new one opened and the navigation sent again (it never began); later in a fetch it is
+`tab_gone`. A caller's tab (`tab=`) is never replaced: its loss is `tab_gone` (or the 410's code)
+naming it. 429 when the session's tab limit is reached (`tab_limit`). A navigation whose HTTP status
+is not 2xx is a failed fetch naming the status (`http_status`; a destination 5xx comes as the
+server's 502 `destination_unavailable`), never a capture of the error page. A snapshot over 80,000
+characters is followed window by window to its end (`_snapshot`); the server's truncation marker
+never lands in the text. `CAMOFOX_ACCESS_KEY`, when set, goes as `Authorization: Bearer` and is
+scrubbed from every text this provider returns (captures, links, errors); without one, nothing is
+sent. It goes to whatever listens at the base URL: the URL must be loopback, but any local process
 that holds that port gets the key.
 
 Contract: the destination is checked (http(s), no user info, allowed origin, public address
@@ -57,6 +63,14 @@ SESSION_KEY = "jev-harness"
 # windows: `offset`..`nextOffset` of the whole, a marker, then always its last TAIL_CHARS.
 TAIL_CHARS = 5000
 MAX_WINDOWS = 64
+# The 410 answers of 1.17.0 (server.js handleRouteError, tabNotFoundResponse, withTabLock): the
+# tab is gone, each a WebError of its code; any other 410 is `tab_gone`, as a 404 for our tab.
+GONE = ("browser_restarted", "page_crashed", "tab_destroyed", "tab_timeout")
+NOT_FOUND = "Tab not found"
+
+
+class _TabNotFound(WebError):
+    """404 "Tab not found" for the tab in use (`tab_gone`)."""
 
 
 def loopback_base(base_url: str) -> str:
@@ -161,12 +175,14 @@ class CamofoxProvider:
         if response.status >= 400:
             detail = self.scrub(str(payload.get("error") or payload)[:300])
             where = f"{method} {path.split('?')[0]} answered {response.status}: {detail}"
-            if response.status == 410:  # the browser restarted (or the page crashed): tab gone
-                if self.owns_tab:
-                    self.tab, self.owns_tab = None, False  # the next fetch opens a new one
+            if response.status == 410:  # the tab is gone: why is the answer's code
+                code = str(payload.get("code") or "")
                 raise WebError(
-                    "browser_restarted", f"{where} (the camofox tab is gone; nothing captured)"
+                    code if code in GONE else "tab_gone",
+                    f"{where} ({self._forget_tab()}; nothing captured)",
                 )
+            if response.status == 404 and str(payload.get("error") or "").startswith(NOT_FOUND):
+                raise _TabNotFound("tab_gone", f"{where} ({self._forget_tab()}; nothing captured)")
             if payload.get("code") == "destination_unavailable":  # the page answered 5xx
                 raise WebError("http_status", f"{where} (the destination failed; nothing captured)")
             if response.status == 429:
@@ -177,6 +193,31 @@ class CamofoxProvider:
                 )
             raise WebError("camofox", where)
         return payload
+
+    def _forget_tab(self) -> str:
+        """The server no longer holds our tab: an owned one is dropped (the next call opens a
+        new one); a caller's tab is kept, and the caller told. What happened, for the error."""
+        if self.owns_tab:
+            self.tab, self.owns_tab = None, False
+            return "the camofox tab is gone; the next fetch opens a new one"
+        return (
+            f"the caller's camofox tab {self.tab!r} is gone; pass another tab= (or none, and "
+            "the provider opens its own)"
+        )
+
+    def _navigate(self, requested: str) -> dict[str, Any]:
+        """POST navigate in our tab; a tab the server answers 404 "Tab not found" for (a browser
+        restart more than 5 minutes ago, a reaped idle session) is replaced, once: the
+        navigation never began, so nothing is asked of the destination twice."""
+        self._ensure_tab()
+        body = {"userId": self.session, "url": requested}
+        try:
+            return self._call("POST", self._tab_path("/navigate"), body)
+        except _TabNotFound:
+            if self.tab is not None:  # a caller's tab: never replaced
+                raise
+        self._ensure_tab()
+        return self._call("POST", self._tab_path("/navigate"), body)
 
     def _q(self, **params: Any) -> str:
         return "?" + urlencode({"userId": self.session, **params})
@@ -211,10 +252,7 @@ class CamofoxProvider:
         """Navigate the tab to `url` and capture its whole snapshot and its links."""
         requested = canonical_url(url)
         self.policy.addresses(requested)  # refused before the browser is asked anything
-        self._ensure_tab()
-        nav = self._call(
-            "POST", self._tab_path("/navigate"), {"userId": self.session, "url": requested}
-        )
+        nav = self._navigate(requested)
         final = self._final(requested, nav.get("url") or requested, "navigation to")
         status = nav.get("httpStatus")
         if (

@@ -27,7 +27,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from jev_harness.web.aria import snapshot_text
-from jev_harness.web.browser import Browser, find_chromium
+from jev_harness.web.browser import Browser, find_chromium, playwright_missing
 from jev_harness.web.html import sections_from
 from jev_harness.web.http import is_text_type, media_type
 from jev_harness.web.page import Link, Page, WebError
@@ -101,6 +101,9 @@ class ChromiumProvider:
             out["browser"] = self.browser.binary or find_chromium()
         except WebError as exc:
             out["browser"] = f"none: {exc.message}"
+        missing = playwright_missing()
+        if missing is not None:
+            out["browser"] = f"none: {missing}"
         if self.browser.version:
             out["browser_version"] = self.browser.version
         return out

@@ -7,6 +7,10 @@ FUSE disk, power cuts among its kills), `--power only` every iteration; where FU
 it says why and exits 2. `--model M` fixes the disk's model; `--aim SPEC` gives every power
 iteration one cut at one point and nothing else (`phase=event,kind=user,nth=2,data=lose`:
 plan.Cut's fields), a reproducer that does not depend on timing.
+
+Two other campaigns share this entry: `crash-states ...` (every crash state of short CLI
+sessions: jmp_lab/chaos/explore) and `rendered ...` (kills of the harness worker while a real
+Chromium renders a page: jmp_lab/chaos/rendered.py).
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from jmp_lab.chaos.drive import IterationReport, run_iteration
+from jmp_lab.chaos.figures import table
 from jmp_lab.chaos.invoke import jmp_command
 from jmp_lab.chaos.plan import IterationPlan, aimed, make_plan, make_quick_plan, parse_cut
 from jmp_lab.chaos.powercut.control import available
@@ -124,30 +129,6 @@ def _aim(plan: IterationPlan, model: str | None, aim: str | None) -> IterationPl
     if aim:
         return aimed(plan, parse_cut(aim), model)
     return dataclasses.replace(plan, power=model)
-
-
-def table(totals: Counter[str], wall: float) -> str:
-    """The figures, one per line, aligned; violations by class after them; rates and wall
-    time last."""
-    order = ["iterations", "power iterations", "invocations", "kills", "cuts"]
-    classes = sorted(k for k in totals if k.startswith("violations: "))
-    rest = sorted(k for k in totals if k not in order and k not in classes)
-    minutes = max(wall / 60, 1e-9)
-    rates = {
-        "kills per minute": f"{totals.get('kills', 0) / minutes:.1f}",
-        "cuts per minute": f"{totals.get('cuts', 0) / minutes:.1f}",
-        "wall time": f"{wall:.0f} s",
-    }
-    keys = [*order, *rest, *classes, *rates]
-    width = max(len(k) for k in keys)
-    lines = [f"{key:<{width}}  {_figure(totals.get(key, 0))}" for key in [*order, *rest, *classes]]
-    lines += [f"{key:<{width}}  {value}" for key, value in rates.items()]
-    return "\n".join(lines)
-
-
-def _figure(value: float) -> str:
-    """A count as it is, seconds (`time: ...`) rounded to the second."""
-    return f"{value:.0f} s" if isinstance(value, float) else str(value)
 
 
 def reproduce(
@@ -288,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
         from jmp_lab.chaos.explore.cli import main as crash_states
 
         return crash_states(argv[1:])
+    if argv[:1] == ["rendered"]:  # kills during rendered fetches (jmp_lab/chaos/rendered.py)
+        from jmp_lab.chaos.rendered import main as rendered
+
+        return rendered(argv[1:])
     parser = argparse.ArgumentParser(
         prog=program("jmp-chaos", "jmp_lab.chaos"), description=__doc__
     )

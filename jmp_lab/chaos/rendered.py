@@ -1,6 +1,7 @@
-"""Kills of the harness worker during rendered fetches: `python -m jmp_lab.chaos.rendered`.
+"""Kills of the harness worker during rendered fetches: `jmp-chaos rendered`.
 
-`--iterations N --seed S [--first I]`: each iteration runs examples/research_task.py with
+`jmp-chaos rendered --iterations N --seed S [--first I]` (`python -m jmp_lab.chaos rendered`,
+`make chaos-rendered`): each iteration runs examples/research_task.py with
 `"provider": "chromium"` on the script-made site (jmp_lab/servers/rendered.py) against the
 loopback Jev, alternately on a warm worker (the environment's pool, as the user's runs) and a
 cold one (`JMP_WARM=0`), and SIGKILLs the harness worker while Chromium renders a page: the
@@ -18,7 +19,10 @@ each a violation when broken:
   with its script-made text, `jev-harness inspect` reads the session (exit 0), and the page that
   was being rendered was requested once (never re-fetched).
 
-Prints one line per iteration; exit 1 on any violation.
+Prints one line per iteration, then the chaos runner's table (jmp_lab/chaos/figures.py:
+iterations, kills by path and point, violations by class, wall time) and, for each violation,
+the command that reproduces it; exit 1 on any violation, 2 where no browser is installed (it
+says which part is missing).
 """
 
 from __future__ import annotations
@@ -33,13 +37,16 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import psutil
 
+from jmp_lab.chaos.figures import table
 from jmp_lab.servers.jev import JevServer
 from jmp_lab.servers.rendered import JS_MARKER, RenderedSite
+from kernel.config.install import program
 
 ROOT = Path(__file__).resolve().parents[2]
 RESEARCH = ROOT / "examples" / "research_task.py"
@@ -116,6 +123,7 @@ class Iteration:
     delay_s: float
     violations: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    index: int = 0
 
     def line(self) -> str:
         path = "warm" if self.warm else "cold"
@@ -253,30 +261,56 @@ def campaign(iterations: int, seed: int, base: Path, first: int = 0) -> list[Ite
         rng = random.Random(f"{seed}:{i}")
         point = POINTS[(i // 2) % 2]
         it = iterate(i % 2 == 0, point, round(rng.uniform(0.0, 1.0), 2), base)
-        print(it.line(), flush=True)
+        it.index = i
+        print(it.line(), file=sys.stderr, flush=True)
         done.append(it)
     return done
 
 
+def figures(done: list[Iteration]) -> Counter[str]:
+    """The table's figures: iterations, runs, kills (by path and point), violations by class."""
+    totals: Counter[str] = Counter()
+    for it in done:
+        totals["iterations"] += 1
+        totals["invocations"] += 1
+        totals["kills"] += 1
+        totals[f"kills: {'warm' if it.warm else 'cold'}"] += 1
+        totals[f"kills: during {it.point}"] += 1
+        totals["violations"] += len(it.violations)
+        for violation in it.violations:
+            totals[f"violations: {violation.split(':', 1)[0][:60]}"] += 1
+    return totals
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jmp_lab.chaos.rendered")
+    prog = f"{program('jmp-chaos', 'jmp_lab.chaos')} rendered"
+    parser = argparse.ArgumentParser(prog=prog, description=__doc__)
     parser.add_argument("--iterations", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--first", type=int, default=0, help="the first iteration's index")
     args = parser.parse_args(argv)
-    from jev_harness.web.browser import find_chromium
+    from jev_harness.web.browser import find_chromium, playwright_missing
     from jev_harness.web.page import WebError
 
     try:
         find_chromium()
+        missing = playwright_missing()
     except WebError as exc:
-        print(f"no browser: {exc.message}", file=sys.stderr)
+        missing = exc.message
+    if missing:
+        print(f"{prog}: no browser: {missing}", file=sys.stderr)
         return 2
+    started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="jmp-chaos-rendered-") as base:
         done = campaign(args.iterations, args.seed, Path(base), args.first)
-    bad = [it for it in done if it.violations]
-    print(f"{len(done)} kills during rendered fetches, {len(bad)} with violations")
-    return 1 if bad else 0
+    print(table(figures(done), time.monotonic() - started))
+    for it in done:
+        for violation in it.violations:
+            print(f"VIOLATION iteration {it.index}: {violation}")
+        if it.violations:
+            again = f"jmp-chaos rendered --seed {args.seed} --first {it.index} --iterations 1"
+            print(f"  reproduce: {again}")
+    return 1 if any(it.violations for it in done) else 0
 
 
 if __name__ == "__main__":

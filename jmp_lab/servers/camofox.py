@@ -8,8 +8,13 @@ CamofoxProvider uses with the shapes of that release's server.js and lib/snapsho
 navigationOk}; a destination 5xx is a 502 `destination_unavailable`), `GET
 /tabs/{tabId}/snapshot[?offset]` (windowed past 80,000 characters: `window_snapshot`, a port of
 windowSnapshot), `GET /tabs/{tabId}/links` ({links: [{url, text}], pagination}; `link_key =
-"href"` gives the older shape), `DELETE /tabs/{tabId}`; errors are `{"error", "code"?}`, a tab
-lost in a browser restart (`restart()`) answers 410 `browser_restarted`. With `key=`, every
+"href"` gives the older shape), `DELETE /tabs/{tabId}`; errors are `{"error", "code"?}`.
+A tab the server does not hold answers as server.js's tabNotFoundResponse: 410 `browser_restarted`
+within 5 minutes of a browser restart (`restart(ago_s=)`: it happened that long ago; a tab id that
+is no UUID never), else 404 `{"error": "Tab not found"}`. A navigation to a URL in `crash_on`
+answers 410 `page_crashed` and the tab is destroyed (handleRouteError); one in `destroy_on` answers
+410 `tab_destroyed` and every tab of that userId is gone (its session closed while the request
+waited: TabLock.drain); later requests for those tabs get 404 "Tab not found". With `key=`, every
 route but /health needs `Authorization: Bearer <key>` (401 otherwise, as CAMOFOX_ACCESS_KEY).
 
 Navigation: with `render=True` a real headless Chromium does it (jev_harness.web.browser: one
@@ -30,6 +35,7 @@ import hmac
 import json
 import re
 import threading
+import time
 import urllib.error
 import urllib.request
 import uuid
@@ -46,6 +52,21 @@ _SPACE = re.compile(r"\s+")
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 HEADINGS = {"h1", "h2", "h3", "h4", "h5", "h6"}
 MAX_SNAPSHOT_CHARS = 80000  # lib/snapshot.js
+RESTART_WINDOW_S = 300.0  # server.js tabNotFoundResponse: 410 within 300,000 ms of a restart
+UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+# server.js handleRouteError: the bodies of its 410 answers.
+PAGE_CRASHED = {
+    "error": "Page crashed. Open a new tab.",
+    "code": "page_crashed",
+    "retryable": True,
+    "recovery": "create_new_tab",
+}
+TAB_DESTROYED = {
+    "error": "Tab was destroyed. Open a new tab.",
+    "code": "tab_destroyed",
+    "retryable": True,
+    "recovery": "create_new_tab",
+}
 SNAPSHOT_TAIL_CHARS = 5000
 INTERACTIVE_ROLES = frozenset(  # lib/interactive-roles.js
     [
@@ -168,7 +189,9 @@ class CamofoxState:
         self.recorder = Recorder()
         self.tabs: dict[str, dict[str, Any]] = {}
         self.deleted: list[str] = []
-        self.lost: set[str] = set()  # tabs gone with a browser restart: 410 from now on
+        self.restarted_at: float | None = None  # monotonic time of the last browser restart
+        self.crash_on: set[str] = set()  # a navigation here crashes the page: 410 page_crashed
+        self.destroy_on: set[str] = set()  # ... closes the session meanwhile: 410 tab_destroyed
         self.land_on: dict[str, str] = {}
         self.drift: dict[str, str] = {}  # page url -> url a later snapshot reports (a JS redirect)
         self.canned: dict[str, str] = {}  # page url -> the snapshot YAML it gives (no fetch)
@@ -225,13 +248,42 @@ class CamofoxState:
         if page is not None and self.browser is not None:
             self.browser.call(lambda _b: page.close(), 30)
 
-    def restart(self) -> None:
-        """The browser restarted: every tab is lost, and asking for one answers 410."""
+    def restart(self, ago_s: float = 0.0) -> None:
+        """The browser restarted `ago_s` seconds ago: every tab is lost; asking for one answers
+        410 within RESTART_WINDOW_S of the restart, 404 after."""
         with self.lock:
             tabs, self.tabs = self.tabs, {}
-            self.lost.update(tabs)
+            self.restarted_at = time.monotonic() - ago_s
         for tab in tabs.values():
             self.close_tab(tab)
+
+    def destroy(self, tab_id: str, session: bool = False) -> None:
+        """The server destroys the tab (a crashed page), or with `session` every tab of its
+        userId (a closed session)."""
+        with self.lock:
+            tab = self.tabs.get(tab_id)
+            if tab is None:
+                return
+            gone = [
+                t
+                for t, v in self.tabs.items()
+                if t == tab_id or (session and v["userId"] == tab["userId"])
+            ]
+            closed = [self.tabs.pop(t) for t in gone]
+        for each in closed:
+            self.close_tab(each)
+
+    def not_found(self, tab_id: str) -> tuple[int, dict[str, Any]]:
+        """server.js tabNotFoundResponse: 410 for a UUID within 5 minutes of a restart, else 404."""
+        recent = self.restarted_at is not None and (
+            time.monotonic() - self.restarted_at < RESTART_WINDOW_S
+        )
+        if recent and UUID_RE.match(tab_id):
+            return 410, {
+                "error": "Tab no longer exists (browser was restarted). Create a new tab.",
+                "code": "browser_restarted",
+            }
+        return 404, {"error": "Tab not found"}
 
 
 class CamofoxHandler(BaseHTTPRequestHandler):
@@ -332,16 +384,11 @@ class CamofoxHandler(BaseHTTPRequestHandler):
                 self.state.close_tab(tab)
             return self._send(200, {"ok": True})
         leaked = self.headers.get("Authorization") or "" if self.state.leak else ""
-        if tab is None and tab_id in self.state.lost:
-            return self._send(
-                410,
-                {
-                    "error": "Tab no longer exists (browser was restarted). Create a new tab.",
-                    "code": "browser_restarted",
-                },
-            )
-        if tab is None or tab["userId"] != user:
-            return self._send(404, {"error": f"Tab {tab_id} not found {leaked}".strip()})
+        if tab is None or tab["userId"] != user:  # the user's session does not hold it
+            status, answer = self.state.not_found(tab_id)
+            if leaked:
+                answer["error"] = f"{answer['error']} {leaked}"
+            return self._send(status, answer)
         if method == "POST" and action == "/navigate":
             url = str(body.get("url") or "")
             if not url:
@@ -351,6 +398,10 @@ class CamofoxHandler(BaseHTTPRequestHandler):
                 return self._send(
                     400, {"error": f"Blocked URL scheme: {scheme}: (only http/https allowed)"}
                 )
+            if url in self.state.crash_on or url in self.state.destroy_on:
+                crashed = url in self.state.crash_on
+                self.state.destroy(tab_id, session=not crashed)
+                return self._send(410, dict(PAGE_CRASHED if crashed else TAB_DESTROYED))
             try:
                 status = self.state.navigate(tab, url)
             except Exception as exc:  # OSError, ValueError, a browser's navigation error
@@ -431,9 +482,10 @@ class CamofoxServer(LoopbackServer):
         if self.state.browser is not None:
             self.state.browser.close()
 
-    def restart(self) -> None:
-        """As a browser restart: every tab is gone; asking for one answers 410."""
-        self.state.restart()
+    def restart(self, ago_s: float = 0.0) -> None:
+        """As a browser restart `ago_s` seconds ago: every tab is gone; asking for one answers
+        410 `browser_restarted` for 5 minutes after it, then 404 "Tab not found"."""
+        self.state.restart(ago_s)
 
     @property
     def url(self) -> str:

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import http.client
+import json
 from collections.abc import Iterator
+from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -104,7 +108,7 @@ def test_bearer_key_is_sent_and_never_returned(site, fox):
     outcomes = kit.materialize(task)
     assert all(r["headers"].get("Authorization") == f"Bearer {KEY}" for r in fox.requests)
     options = task.domain("web.open_link", "link", {})
-    provider.tab = "no-such-tab"
+    provider.tab, provider.owns_tab = "no-such-tab", False  # a caller's tab the server lost
     with pytest.raises(WebError) as info:
         provider.fetch(site.url + "/facts")
     seen = [repr(provider), str(info.value), str(task.observe()), str(store.references())]
@@ -279,3 +283,89 @@ def test_links_carry_url_or_href(site: SiteServer, fox: CamofoxServer, key: str)
     provider.close()
     assert site.url + "/marker" in {link.url for link in page.links}
     assert [r for r in fox.requests if "links" in r["path"]]
+
+
+def _ask(fox: CamofoxServer, path: str) -> tuple[int, dict[str, Any]]:
+    """GET `path` of the fake with the key, as a client would: (status, JSON body)."""
+    parts = urlsplit(fox.url)
+    conn = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port, timeout=10)
+    try:
+        conn.request("GET", path, headers={"Authorization": f"Bearer {KEY}"})
+        response = conn.getresponse()
+        return response.status, json.loads(response.read())
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize(
+    ("where", "code", "said"),
+    [
+        ("crash_on", "page_crashed", "Page crashed. Open a new tab."),
+        ("destroy_on", "tab_destroyed", "Tab was destroyed. Open a new tab."),
+    ],
+)
+def test_a_tab_the_server_destroyed_fails_with_its_code_and_the_next_fetch_opens_a_new_tab(
+    site: SiteServer, fox: CamofoxServer, where: str, code: str, said: str
+) -> None:
+    """camofox-browser 1.17.0 answers 410 for a crashed page (the tab destroyed) and for a tab
+    destroyed while the request waited, not only after a browser restart."""
+    getattr(fox.state, where).add(site.url + "/facts")
+    provider = CamofoxProvider(site.url + "/", [site.url], "s1", base_url=fox.url)
+    provider.fetch(site.url + "/")
+    first = provider.tab
+    with pytest.raises(WebError) as caught:
+        provider.fetch(site.url + "/facts")
+    assert caught.value.code == code and "410" in caught.value.message
+    assert said in caught.value.message and "next fetch opens a new one" in caught.value.message
+    assert provider.tab is None and first not in fox.tabs
+    assert _ask(fox, f"/tabs/{first}/snapshot?userId=s1") == (404, {"error": "Tab not found"})
+    assert MARKER in provider.fetch(site.url + "/marker").text
+    assert provider.tab not in (None, first) and _paths(fox, "POST").count("/tabs") == 2
+    provider.close()
+    assert fox.tabs == {}
+
+
+def test_a_tab_lost_to_a_restart_long_ago_is_replaced_once_and_the_fetch_goes_on(
+    site: SiteServer, fox: CamofoxServer
+) -> None:
+    """More than 5 minutes after a restart the real server answers 404 "Tab not found" for the
+    tab the provider holds: the provider opens a new one, once, and navigates there."""
+    provider = CamofoxProvider(site.url + "/", [site.url], "s1", base_url=fox.url)
+    provider.fetch(site.url + "/")
+    first = provider.tab
+    fox.restart(ago_s=301)
+    assert _ask(fox, f"/tabs/{first}/snapshot?userId=s1") == (404, {"error": "Tab not found"})
+    page = provider.fetch(site.url + "/marker")
+    assert MARKER in page.text and provider.tab not in (None, first) and provider.owns_tab
+    navigations = [p for p in _paths(fox, "POST") if p.endswith("/navigate")]
+    assert navigations[-2:] == [f"/tabs/{first}/navigate", f"/tabs/{provider.tab}/navigate"]
+    assert _paths(fox, "POST").count("/tabs") == 2 and site.count("/marker") == 1
+    assert MARKER in provider.fetch(site.url + "/marker").text  # and the later ones too
+    provider.close()
+    assert fox.tabs == {}
+
+
+def test_within_five_minutes_of_a_restart_only_a_uuid_tab_is_browser_restarted(
+    fox: CamofoxServer,
+) -> None:
+    fox.restart(ago_s=299)
+    gone = "0b6e8f7a-1c2d-4e5f-8a9b-0c1d2e3f4a5b"
+    status, body = _ask(fox, f"/tabs/{gone}/snapshot?userId=s1")
+    assert status == 410 and body["code"] == "browser_restarted"
+    assert _ask(fox, "/tabs/non-existent-tab/snapshot?userId=s1") == (
+        404,
+        {"error": "Tab not found"},
+    )
+
+
+def test_a_callers_tab_that_is_gone_is_not_replaced(site: SiteServer, fox: CamofoxServer) -> None:
+    theirs = fox.open_tab("s1")
+    provider = CamofoxProvider(site.url + "/", [site.url], "s1", tab=theirs, base_url=fox.url)
+    fox.restart(ago_s=600)
+    with pytest.raises(WebError) as caught:
+        provider.fetch(site.url + "/marker")
+    assert caught.value.code == "tab_gone" and "404" in caught.value.message
+    assert theirs in caught.value.message and "pass another tab=" in caught.value.message
+    assert provider.tab == theirs and "/tabs" not in _paths(fox, "POST")
+    provider.close()
+    assert _paths(fox, "DELETE") == []

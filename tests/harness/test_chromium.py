@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -229,3 +233,86 @@ def test_a_browser_that_stops_answering_is_killed_at_close() -> None:
         browser.call(lambda b: b.version, 5.0)
     browser.close()
     assert psutil.wait_procs(ours, timeout=30)[1] == [] and browser.dir is None
+
+
+ROOT = Path(__file__).resolve().parents[2]
+NEEDS_IT = "tests/harness/test_chromium.py::test_every_page_gets_a_fresh_context"
+
+
+def _pytest_without_a_browser(tmp: Path, require: str | None) -> subprocess.CompletedProcess[str]:
+    """A test marked needs_chromium, run by pytest where JEV_CHROMIUM names no browser."""
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("JMP_REQUIRE_BROWSER", "PYTEST_ADDOPTS")
+    }
+    env["JEV_CHROMIUM"] = str(tmp / "no-such-chromium")
+    env.pop("PYTEST_XDIST_WORKER", None)
+    if require is not None:
+        env["JMP_REQUIRE_BROWSER"] = require
+    argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist"]
+    return subprocess.run(
+        [*argv, NEEDS_IT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_require_browser_turns_the_skip_into_a_failure_naming_the_missing_part(
+    tmp_path: Path,
+) -> None:
+    skipped = _pytest_without_a_browser(tmp_path, None)
+    assert skipped.returncode == 0 and "1 skipped" in skipped.stdout, skipped.stdout[-2000:]
+    assert "no browser: JEV_CHROMIUM=" in skipped.stdout
+    assert _pytest_without_a_browser(tmp_path, "0").returncode == 0  # 0 is off
+    failed = _pytest_without_a_browser(tmp_path, "1")
+    assert failed.returncode == 1 and "1 error" in failed.stdout, failed.stdout[-2000:]  # at setup
+    assert "JMP_REQUIRE_BROWSER=1 but no browser: JEV_CHROMIUM=" in failed.stdout
+    assert "no-such-chromium" in failed.stdout and "apt-get install" in failed.stdout
+
+
+# Imported first (PYTHONPATH), it makes every import of playwright fail as on a machine
+# without the package.
+BLOCK_PLAYWRIGHT = """
+import sys
+
+
+class _NoPlaywright:
+    def find_spec(self, name, path=None, target=None):
+        if name == "playwright" or name.startswith("playwright."):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return None
+
+
+sys.meta_path.insert(0, _NoPlaywright())
+"""
+FETCH = """
+import json, sys
+from jev_harness.web import ChromiumProvider, WebError
+
+provider = ChromiumProvider(sys.argv[1] + "/", [sys.argv[1]])
+said = provider.describe()["browser"]
+try:
+    provider.fetch(sys.argv[1] + "/")
+except WebError as exc:
+    print(json.dumps({"said": said, "code": exc.code, "message": exc.message}))
+finally:
+    provider.close()
+"""
+
+
+def test_a_missing_playwright_is_a_clear_error_naming_the_install_command(
+    tmp_path: Path, site: RenderedSite
+) -> None:
+    (tmp_path / "sitecustomize.py").write_text(BLOCK_PLAYWRIGHT)
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    run = subprocess.run(
+        [sys.executable, "-c", FETCH, site.url],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    out = json.loads(run.stdout)
+    assert out["code"] == "browser_missing", out
+    for text in (out["message"], out["said"]):
+        assert "playwright is not installed" in text and "pip install 'jmp-agent[browser]'" in text
+    assert site.count("/") == 0  # nothing was fetched

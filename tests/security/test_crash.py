@@ -17,7 +17,7 @@ import pytest
 
 from tests.security.frontends import REOPEN, TASK_SCRIPT, needs
 from tests.security.scenarios import RUN_TIMEOUT_S, Run, events_of
-from tests.support.browser import missing_browser
+from tests.support.browser import missing_browser, skip_without_browser
 
 pytestmark = pytest.mark.timeout(RUN_TIMEOUT_S + 120)
 
@@ -73,10 +73,11 @@ def test_reopening_adds_no_second_record_and_stays_blocked(crash: Run) -> None:
 
 def browser_survivors(run: Run) -> list[str]:
     """The processes of the browser the task script held open that are still running (a pid
-    counts only with its recorded start time); skips where no browser is installed."""
+    counts only with its recorded start time); skips where no browser is installed (fails under
+    JMP_REQUIRE_BROWSER=1)."""
     record = run.world.tmp / "browser.json"
     if not record.exists():
-        pytest.skip(f"no browser held: {missing_browser() or 'the script never started one'}")
+        skip_without_browser(missing_browser() or "the task script never started one")
     procs = json.loads(record.read_text())
     assert any("chromium" in argv for _pid, _t, argv in procs), procs
     alive, named = [], {pid: argv for pid, _t, argv in procs}
