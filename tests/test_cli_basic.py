@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import json
 import os
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from cli.printer import Printer, render
 from kernel.store.event_log import EventLog
 from kernel.store.session import Session
 from protocol.events import FinalData, ModelProgressData, UserData
+from tests.support.cli import json_line, json_lines
 from tests.test_import_graph import SHARED_LEAF
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,7 +87,7 @@ def test_usage_errors_exit_2_and_create_nothing(case, home, session_id, short_tm
     assert _snapshot(short_tmp) == before
     if "--json" in args:
         [line] = proc.stdout.splitlines()
-        result = json.loads(line)
+        result = json_line(line)
         assert (result["kind"], result["seq"], result["version"]) == ("result", None, 1)
         assert result["data"]["status"] == "error" and result["data"]["summary"]
         assert set(result["data"]) == {"session_id", "status", "summary", "session_dir"}
@@ -107,7 +107,7 @@ def test_list_json_on_an_empty_dir(home):
     proc = jmp("--json", "--list", "--sessions-dir", str(home))
     assert proc.returncode == 0, proc.stderr
     [line] = proc.stdout.splitlines()
-    message = json.loads(line)
+    message = json_line(line)
     assert {k: message[k] for k in ("version", "session_id", "seq", "kind")} == {
         "version": 1,
         "session_id": None,
@@ -121,7 +121,7 @@ def test_list_json_on_an_empty_dir(home):
 def test_list_json_and_table_on_a_populated_dir(home, session_id, short_tmp):
     proc = jmp("--list", "--json", env={"JMP_SESSIONS_DIR": str(home)})
     [line] = proc.stdout.splitlines()
-    [row] = json.loads(line)["data"]["sessions"]
+    [row] = json_line(line)["data"]["sessions"]
     assert row["session_id"] == session_id and row["status"] == "completed"
     assert row["title"] == "first task" and row["events"] == 3
     assert row["workspace"] == str((short_tmp / "ws").resolve())
@@ -174,7 +174,7 @@ def test_console_script_is_installed(home):
         text=True,
         timeout=60,
     )
-    assert proc.returncode == 0 and json.loads(proc.stdout)["kind"] == "sessions"
+    assert proc.returncode == 0 and json_line(proc.stdout)["kind"] == "sessions"
 
 
 def test_fresh_interpreter_imports_no_vendor_sdk():
@@ -236,7 +236,7 @@ def test_errors_from_the_run_exit_2_with_a_result(monkeypatch, capsys):
     monkeypatch.setattr("cli.run.run", broken)
     assert main(["--json", "task"]) == 2
     out, err = capsys.readouterr()
-    result = json.loads(out)
+    result = json_line(out)
     assert result["data"]["status"] == "error" and "KeyError" in result["data"]["summary"]
     assert "sk-abc" not in out + err
 
@@ -260,7 +260,7 @@ def test_printer_json_lines_carry_the_envelope(short_tmp):
                 "session_dir": str(s.directory),
             }
         )
-    lines = [json.loads(line) for line in out.getvalue().splitlines()]
+    lines = json_lines(out.getvalue())
     assert [(m["kind"], m["seq"]) for m in lines] == [
         ("session", 1),
         ("user", 2),
@@ -323,7 +323,7 @@ def test_an_mcp_config_no_process_can_take_is_refused_before_a_session(short_tmp
         cwd=short_tmp / "ws", env={**keys, "JMP_MCP_CONFIG": str(config), "JMP_WARM": "0"},
     )  # fmt: skip
     assert done.returncode == 2, done.stderr
-    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    lines = json_lines(done.stdout)
     assert [line["kind"] for line in lines] == ["result"]
     summary = lines[0]["data"]["summary"]
     assert f"MCP config {config}: mcpServers.fs.args[0]: contains a lone surrogate" in summary

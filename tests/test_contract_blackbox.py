@@ -24,6 +24,7 @@ from tests.support.cli import (
     Cli,
     Run,
     inside,
+    json_line,
     session_bytes,
     short_dir,
     tool_call,
@@ -565,7 +566,7 @@ def test_a_bad_complete_line_fails_visibly_and_writes_nothing(
     elif where == "last-complete":
         lines.append("not json at all\n")
     else:
-        last = json.loads(lines[-1])
+        last = json_line(lines[-1])  # a record: the --json lines' envelope and schema
         bump = 1 if where == "version-2" else 2
         last.update(seq=last["seq"] + bump, kind="user", data={"text": "x"})
         last["version"] = 2 if where == "version-2" else 1
@@ -774,7 +775,7 @@ def test_a_second_writer_is_rejected_never_interleaved(done: tuple[Cli, str]) ->
     try:
         assert first.stdout is not None
         for raw in first.stdout:  # wait until the first writer is streaming
-            if json.loads(raw)["kind"] == "model_progress":
+            if json_line(raw)["kind"] == "model_progress":
                 break
         rival = cli.run("--session", sid, "third")
     finally:

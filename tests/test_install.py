@@ -1,6 +1,8 @@
 """Installed as a tool, the way users install (issue 23): `uv tool install <checkout>` and
 `pipx install <checkout>` into a fresh home directory; a session made there survives an
-uninstall and a reinstall (it lives under ~/.local/share/jmp, never inside the package).
+uninstall and a reinstall (it lives under ~/.local/share/jmp, never inside the package);
+installing writes nothing into the checkout; and the README's keyless first run, its lines as
+written, completes a task the user typed on the installed tool (issue 37).
 
 Offline: uv, pipx and every dependency come from a local wheelhouse (`make wheelhouse`, the one
 step that needs PyPI); `make test-install` runs this. It takes minutes, so `make test` skips it
@@ -11,7 +13,6 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +22,9 @@ import pytest
 
 from jmp_lab.servers.flash import FlashServer
 from jmp_lab.servers.jev import JevServer
-from tests.support.cli import ROOT
+from kernel.store.catalog import list_sessions
+from tests.support.install import checkout_copy, tree
+from tests.test_readme_commands import first_run
 
 WHEELHOUSE = os.environ.get("JMP_WHEELHOUSE", "")
 pytestmark = [
@@ -31,7 +34,6 @@ pytestmark = [
         not WHEELHOUSE, reason="installs jmp with uv and pipx from a wheelhouse: make test-install"
     ),
 ]
-KEPT = ("__pycache__", ".venv", ".git", ".jmp", "*.egg-info", "build", ".*_cache")
 
 
 class Home:
@@ -83,13 +85,6 @@ class Home:
         return self.home / ".local" / "share" / "jmp" / "sessions"
 
 
-def _checkout(tmp: Path) -> Path:
-    """The checkout as a user has it (its files, without our .venv, caches or sessions)."""
-    copy = tmp / "jmp-checkout"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(*KEPT))
-    return copy
-
-
 def _first_session(user: Home, jev: JevServer, flash: FlashServer) -> str:
     jev.script([{"route": "bash"}, {"route": "done"}, {"completion_review": "complete"}])
     flash.queue([{"tool_call": {"arguments": {"command": "echo hi"}}}, {"text": "Said hi."}])
@@ -107,8 +102,7 @@ def _listed(user: Home, session: str) -> None:
 def _a_newcomers_first_hour(user: Home, site: Path, checkout: Path) -> None:
     """Issue 37, on the installed tool: the package's license, no build/ left in the checkout,
     the usage lines name the commands, the examples ship (the seed's check-task line works
-    after `jev-harness examples --copy examples`), and `jmp-demo --serve` serves a task the
-    user types with the export line it prints."""
+    after `jev-harness examples --copy examples`), and the README's first run."""
     [meta] = site.glob("jmp_agent-*.dist-info")
     assert "License-Expression: MIT" in (meta / "METADATA").read_text()
     assert (meta / "licenses" / "LICENSE").is_file()
@@ -121,21 +115,41 @@ def _a_newcomers_first_hour(user: Home, site: Path, checkout: Path) -> None:
     user("jev-harness", "examples", "--copy", "examples")
     sound = user("jev-harness", "check-task", "examples/research_task.py")
     assert "check-task: sound" in sound.stdout
-    serve = [str(user.bin / "jmp-demo"), "--serve", "--jev-port", "0", "--flash-port", "0"]
-    env = user.env | {"PYTHONUNBUFFERED": "1"}
+    _the_readmes_first_run(user)
+
+
+def _the_readmes_first_run(user: Home) -> None:
+    """README "A first run", its lines as written (tests/test_readme_commands.py first_run()):
+    `jmp-demo --serve` of the installed tool on its fixed ports, the export line it prints (the
+    README's, to the byte), then in a second shell of the fresh home that line, `mkdir -p
+    ~/jmp-try && cd ~/jmp-try` and the typed task, which completes there."""
+    serve, export, typed = first_run()
+    env = {k: v for k, v in user.env.items() if not k.startswith(("TYPESAFE_", "FLASH_"))}
     with subprocess.Popen(
-        serve, env=env, cwd=user.workspace, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL, text=True,
+        ["bash", "-c", f"exec {serve}"], env=env | {"PYTHONUNBUFFERED": "1"}, cwd=user.home,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
     ) as server:  # fmt: skip
         try:
             assert server.stdout is not None
-            export = next(line for line in server.stdout if line.startswith("export "))
-            typed = subprocess.run(
-                ["bash", "-c", f'{export}\njmp --no-mcp "my very own task"'], env=user.env,
-                cwd=user.workspace, capture_output=True, text=True, timeout=600,
+            said = []
+            for line in server.stdout:
+                said.append(line)
+                if line.startswith("export "):
+                    break
+            assert said and said[-1].startswith("export "), (
+                f"{serve} printed no export line (ports 8787/8788 taken?): {''.join(said)}"
+            )
+            assert said[-1].strip() == export, said[-1]  # the README's line, fixed ports
+            script = "\n".join([said[-1].strip(), *typed])
+            typed_run = subprocess.run(
+                ["bash", "-c", script], env=env, cwd=user.home, capture_output=True, text=True,
+                timeout=600,
             )  # fmt: skip
-            assert typed.returncode == 0, typed.stdout[-3000:] + typed.stderr[-3000:]
-            assert "You asked: “my very own task”" in typed.stdout
+            assert typed_run.returncode == 0, typed_run.stdout[-3000:] + typed_run.stderr[-3000:]
+            assert "[completed] session" in typed_run.stdout, typed_run.stdout[-3000:]
+            assert "You asked: “write hello.py that prints hello”" in typed_run.stdout
+            [info] = list_sessions(user.sessions)
+            assert info.workspace == str(user.home / "jmp-try")
             server.send_signal(signal.SIGINT)
             assert server.wait(timeout=60) == 0
         finally:
@@ -144,7 +158,8 @@ def _a_newcomers_first_hour(user: Home, site: Path, checkout: Path) -> None:
 
 
 def test_sessions_outlive_uninstall_and_reinstall_with_uv_and_pipx(tmp_path: Path) -> None:
-    checkout = _checkout(tmp_path)
+    checkout = checkout_copy(tmp_path)
+    source = tree(checkout)
     with JevServer() as jev, FlashServer() as flash:
         user = Home(tmp_path, jev, flash)
         user("uv", "tool", "install", "--compile-bytecode", "--python", user.python, str(checkout))
@@ -165,7 +180,8 @@ def test_sessions_outlive_uninstall_and_reinstall_with_uv_and_pipx(tmp_path: Pat
         user("uv", "tool", "uninstall", "jmp-agent")
         user("pipx", "install", str(checkout))
         _listed(user, session)
-        assert not (checkout / "build").exists()
+        added = sorted(tree(checkout) - source)
+        assert not added, f"installing wrote into the checkout: {added[:10]}"  # build/, egg-info
         user("pipx", "uninstall", "jmp-agent")
         assert not (user.bin / "jmp").exists()
         user("pipx", "install", str(checkout))

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.cli import Cli
+from tests.support.cli import Cli, json_line
 
 # A command printing 4 ticks, each once the test opened its gate: the test opens the next one
 # when the view shows this tick at a later second than the last (an event, not a timer).
@@ -127,7 +127,6 @@ def test_a_run_that_ends_in_error_closes_with_the_retry_command(jmp: Cli) -> Non
 def test_an_interrupted_run_closes_with_the_acknowledge_command(jmp: Cli) -> None:
     """A session whose call was cut off by a kill: its reopening is blocked, and the closing
     line names --ack-interrupted (what unblocks it), after checking what the call did."""
-    import json
     import os
     import signal
 
@@ -140,7 +139,7 @@ def test_an_interrupted_run_closes_with_the_acknowledge_command(jmp: Cli) -> Non
     assert proc.stdout is not None
     sid = ""
     for raw in proc.stdout:
-        line = json.loads(raw)
+        line = json_line(raw)
         sid = line.get("session_id") or sid
         if line["kind"] == "tool_started":
             os.killpg(proc.pid, signal.SIGKILL)

@@ -37,7 +37,8 @@ CHAOS = "tests/jmp_lab/test_chaos.py"
 RENDERED = "tests/jmp_lab/test_chaos_rendered.py"  # `jmp-chaos rendered`, through its entry
 CRASH = "tests/jmp_lab/test_crash_states.py"  # its parts, on a one-call workload
 SEEDS = "tests/test_seed_examples.py"  # the seeds' commands, word for word
-FIRST = "first task"  # the keyless first task: test_the_keyless_first_task_runs_as_written
+FIRST = "first task"  # the keyless first task: test_the_keyless_first_task_runs_as_written and
+# tests/test_install.py (first_run())
 WHERE = {
     "uv tool install --compile-bytecode /path/to/jmp": "tests/test_install.py",
     "jmp --version": "run",
@@ -112,6 +113,15 @@ WHERE = {
     "jmp-chaos crash-states --workloads bash write+edit --models strict --no-recover": CRASH,
     "jmp-chaos crash-states --replay crash-states/jmp-bash-strict-printed-lost": CRASH,
 }
+
+
+def first_run() -> tuple[str, str, list[str]]:
+    """README "A first run", as written: the server command, the export line it prints (with
+    the fixed ports), and what the user types after pasting it. tests/test_install.py runs them
+    on the installed tool, test_the_keyless_first_task_runs_as_written in this venv."""
+    serve, export, *typed = [c for c, w in WHERE.items() if w == FIRST]
+    assert serve.startswith("jmp-demo --serve") and export.startswith("export "), (serve, export)
+    return serve, export, typed
 
 
 def readme_commands() -> list[str]:
@@ -270,8 +280,7 @@ def test_ci_runs_the_readmes_commands() -> None:
 def test_the_keyless_first_task_runs_as_written(short_tmp: Path) -> None:
     """README "A first run": `jmp-demo --serve` in one terminal; in another the export line it
     prints (the README's, but for the ports), then a task the user types, completed."""
-    first = [c for c, w in WHERE.items() if w == FIRST]
-    serve, export, *typed = first
+    serve, export, typed = first_run()
     home = short_tmp / "home"
     home.mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("JMP_", "JEV_", "FLASH_"))}

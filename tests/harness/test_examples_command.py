@@ -1,6 +1,8 @@
 """`jev-harness examples` (issue 37): where the example task scripts are, and `--copy DIR` puts
 them where the docs' and the seed's commands (`check-task examples/...`) expect them; a missing
-example names the command. The installed copy (share/jmp/examples): tests/test_install.py."""
+example names the command. The installed copy (share/jmp/examples):
+tests/test_build_from_checkout.py (a wheel of the checkout, installed offline) and
+tests/test_install.py."""
 
 from __future__ import annotations
 

@@ -65,12 +65,17 @@ def json_lines(stdout: str, envelope: bool = True) -> list[dict[str, Any]]:
     """Every stdout line is one JSON object (the --json contract); raises otherwise. With
     `envelope` (every `--json` stream but jev-harness's `inspect`/`check-task` answers), each
     line also validates against `jmp --json-schema`."""
-    lines = [json.loads(line) for line in stdout.splitlines()]
-    assert all(isinstance(line, dict) for line in lines), stdout[-2000:]
+    return [json_line(line, envelope) for line in stdout.splitlines()]
+
+
+def json_line(raw: str | bytes, envelope: bool = True) -> dict[str, Any]:
+    """One `--json` line, as `json_lines` reads each: for a stream read line by line while the
+    run goes on (a test that reacts to a line before the run ends)."""
+    line = json.loads(raw)
+    assert isinstance(line, dict), f"a --json line is not an object: {raw[-2000:]!r}"
     if envelope:
-        for line in lines:
-            check_line(line)
-    return lines
+        check_line(line)
+    return line
 
 
 @dataclass
@@ -226,8 +231,7 @@ def wait_for_line(proc: subprocess.Popen[str], predicate: Any, timeout: float = 
         line = proc.stdout.readline()
         if not line:
             break
-        seen.append(json.loads(line))
-        check_line(seen[-1])
+        seen.append(json_line(line))
         if predicate(seen[-1]):
             return seen
     raise AssertionError(f"no matching line; saw kinds {[s['kind'] for s in seen]}")
