@@ -14,6 +14,12 @@ in $POWERCUT_KEY, one thread per connection):
   the answer (what was lost) comes when that is done; then the daemon exits.
 - `{"op": "stop"}`: unmount and exit, BACKING as processes left it (no cut).
 
+A cut whose mount does not end (a process still holds a file on it and fusectl cannot abort
+the connection) is refused after 6 x $POWERCUT_UNMOUNT_WAIT_S (5 s by default) and BACKING
+stays as processes left it, even when the mount ends later. Exit status: 0 when the FUSE loop
+ended after this daemon detached the mount (a cut, a stop), 1 when something else ended it
+first (a signal, an error of libfuse); the log says which.
+
 `--trace FILE` also writes every operation the image is told of to FILE (trace.py), for the
 crash-state explorer.
 """
@@ -42,7 +48,15 @@ from jmp_lab.chaos.powercut.gate import Rule
 from jmp_lab.chaos.powercut.model import MODELS, Image
 from jmp_lab.chaos.powercut.trace import TracedImage
 
-UNMOUNT_WAIT_S = 5.0
+UNMOUNT_WAIT_S = float(os.environ.get("POWERCUT_UNMOUNT_WAIT_S") or 5.0)
+TEARDOWN = (
+    "libfuse's loop ended with its error 8 after this daemon had detached the mount: the end "
+    "of the mount it asked for, not a failure. The kernel tears the connection down once the "
+    "detached mount's last file is closed, and a worker thread that had just taken a request "
+    "(a RELEASE of that burst) reads ECONNABORTED from /dev/fuse, which libfuse counts as an "
+    "error (its line 'fuse: reading device: Software caused connection abort' above; without "
+    "that line a signal ended the loop in that moment)"
+)
 
 
 class Disk:
@@ -62,6 +76,7 @@ class Disk:
         self.answered = threading.Event()  # the cut's or stop's answer went out
         self.closing = False
         self.device = 0
+        self.detached = False  # this daemon asked for the unmount (a cut, a stop)
         self.materialized = False  # BACKING holds the cut's image
         self._rewriting = threading.Lock()
 
@@ -128,11 +143,14 @@ class Disk:
         self.rewritten.wait(UNMOUNT_WAIT_S * 4)
         if self.unmounted.is_set():
             self.rewrite()  # the FUSE loop ended before the image was taken: done here
-        if not self.materialized:
-            raise RuntimeError(
-                f"the mount did not end within {UNMOUNT_WAIT_S * 6:.0f} s (a process still "
-                "holds a file on it?): BACKING is as processes left it, not the durable image"
-            )
+        with self._rewriting:
+            if not self.materialized:  # refused for good: the loop's end rewrites nothing
+                self.report = None
+                raise RuntimeError(
+                    f"the mount did not end within {UNMOUNT_WAIT_S * 6:g} s (a process still "
+                    "holds a file on it?): BACKING is as processes left it, not the durable "
+                    "image, and stays so"
+                )
         return {
             "reverted": report.reverted,
             "torn": report.torn,
@@ -144,6 +162,7 @@ class Disk:
     def unmount(self) -> None:
         """Detach MOUNT; if the FUSE loop does not end (a process still holds a file), abort
         the connection as a dead disk would."""
+        self.detached = True
         tool = shutil.which("fusermount3") or shutil.which("fusermount")
         command = [tool, "-u", "-z", str(self.mount)] if tool else ["umount", "-l", str(self.mount)]
         subprocess.run(command, capture_output=True, check=False)
@@ -284,10 +303,13 @@ def main(argv: list[str] | None = None) -> int:
             default_permissions=True,
             **options_,
         )
-    except Exception:  # libfuse's loop ended by a signal (RuntimeError: 8) or an error
-        traceback.print_exc()
-        print("the FUSE loop ended abnormally; the mount is gone", file=sys.stderr, flush=True)
-        status = 1
+    except Exception as exc:  # libfuse's loop ended with an error (RuntimeError: 8)
+        if disk.detached and isinstance(exc, RuntimeError) and exc.args == (8,):
+            print(TEARDOWN, file=sys.stderr, flush=True)
+        else:  # a signal or an error ended it before any unmount of ours
+            traceback.print_exc()
+            print("the FUSE loop ended abnormally; the mount is gone", file=sys.stderr, flush=True)
+            status = 1
     finally:
         disk.finish()
     if disk.closing:  # the cut's (or stop's) answer goes out before the process ends
