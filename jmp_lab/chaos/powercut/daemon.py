@@ -177,7 +177,8 @@ class Disk:
         self.unmounted.set()
         try:
             with self.fs.mutex:
-                for fd in self.fs.deferred + list(self.fs.nodes):
+                # A descriptor released while frozen is in both: closed once (it may be reused).
+                for fd in set(self.fs.deferred) | set(self.fs.nodes):
                     with contextlib.suppress(OSError):
                         os.close(fd)
                 self.fs.deferred, self.fs.nodes = [], {}
