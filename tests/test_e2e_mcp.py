@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 
 from jmp_lab.servers import MCP_SERVER
@@ -17,6 +18,8 @@ from tests.support.cli import Cli, finish, wait_for_line
 
 SERVER = MCP_SERVER
 SECRET = "mcp-secret-value-8675309"
+MODERN_PYTHON = Path(__file__).parents[1] / ".venv" / "mcp-2026-07-28" / "bin" / "python"
+MODERN_SERVER = Path(SERVER).parent / "mcp_modern_server.py"
 
 
 def configure(jmp: Cli, *extra_args: str, servers: dict[str, Any] | None = None) -> None:
@@ -111,16 +114,23 @@ def test_a_broken_config_names_the_file_and_field(jmp: Cli) -> None:
 
 
 @pytest.mark.timeout(400)  # two cold runs of the CLI on a loaded 2-core machine
-def test_an_mcp_server_killed_mid_call_leaves_the_call_uncertain(jmp: Cli) -> None:
+@pytest.mark.parametrize("revision", ["initialize", "2026-07-28"])
+def test_an_mcp_server_killed_mid_call_leaves_the_call_uncertain(jmp: Cli, revision: str) -> None:
     """kill -9 of a real stdio MCP server while it serves a call: the call's effect is unknown,
     so it ends `tool_uncertain` (worker_exit, not acknowledged) and the run `blocked`, never
-    `tool_finished`; --ack-interrupted then continues past it (docs/DECISIONS.md, MCP)."""
+    `tool_finished`; --ack-interrupted then continues past it (docs/DECISIONS.md, MCP). The
+    same for a server of MCP 2026-07-28 alone (the mcp 2.x SDK's, which refuses initialize)."""
     pid_file, mark = jmp.tmp / "mcp.pid", jmp.tmp / "sleeping"
     server = {
         "command": sys.executable,
         "args": [SERVER, "--pid-file", str(pid_file)],
         "env": {"FAKE_MCP_SLOW_MARK": str(mark)},
     }
+    if revision != "initialize":
+        if not MODERN_PYTHON.exists():
+            pytest.skip(f"no mcp 2.x SDK in {MODERN_PYTHON.parent.parent} (make install puts it)")
+        args = [str(MODERN_SERVER), "--modern-only", "--pid-file", str(pid_file)]
+        server = {**server, "command": str(MODERN_PYTHON), "args": args}
     configure(jmp, servers={"fake": server})
     jmp.jev.script([{"route": "mcp.slow"}])
     jmp.flash.queue([{"tool_call": {"arguments": {"seconds": 60}}}])
@@ -152,28 +162,44 @@ def test_an_mcp_server_killed_mid_call_leaves_the_call_uncertain(jmp: Cli) -> No
     assert echo["status"] == "ok" and "back" in echo["text"]
 
 
-MODERN_PYTHON = Path(__file__).parents[1] / ".venv" / "mcp-2026-07-28" / "bin" / "python"
-MODERN_SERVER = Path(SERVER).parent / "mcp_modern_server.py"
+SPEC = json.loads((Path(__file__).parent / "harness/data/mcp-2026-07-28.schema.json").read_text())
+FRAME_KINDS = {
+    "server/discover": "DiscoverRequest",
+    "tools/list": "ListToolsRequest",
+    "tools/call": "CallToolRequest",
+    "notifications/cancelled": "CancelledNotification",
+}
 
 
-@pytest.mark.timeout(400)  # two servers' startup and a cold run on a loaded 2-core machine
-def test_jmps_client_reaches_an_sdk_server_of_either_revision(jmp: Cli) -> None:
-    """jmp's MCP client (OpenHands' fastmcp 3, the initialize revisions) calls a tool of a
-    server of each kind over stdio: the mcp 1.x SDK's (initialize only) and the mcp 2.x SDK's
-    (MCP 2026-07-28, which serves a client of the handshake revisions on the same stdio)."""
+@pytest.mark.timeout(400)  # three servers' startup and a cold run on a loaded 2-core machine
+def test_jmps_client_reaches_servers_of_either_revision_in_one_run(jmp: Cli) -> None:
+    """jmp's MCP client calls a tool of a server of each kind over stdio, in one run: the
+    mcp 1.x SDK's (initialize only), the mcp 2.x SDK's by default (it serves both; OpenHands'
+    fastmcp 3 reaches it over 2025-11-25) and the mcp 2.x SDK's serving MCP 2026-07-28 alone
+    (it refuses initialize: workers/mcp/modern.py speaks to it). Every frame jmp sent the last
+    is valid against that revision's schema.json, and what it returned is redacted."""
     if not MODERN_PYTHON.exists():
         pytest.skip(f"no mcp 2.x SDK in {MODERN_PYTHON.parent.parent} (make install puts it there)")
+    frames = jmp.tmp / "frames.jsonl"
+    newest = {
+        "command": str(MODERN_PYTHON),
+        "args": [str(MODERN_SERVER), "--modern-only", "--prefix", "new_"],
+        "env": {"FAKE_MCP_FRAMES": str(frames), "FAKE_TOKEN": SECRET},
+    }
     configure(
         jmp,
         servers={
             "legacy": {"command": sys.executable, "args": [SERVER, "--prefix", "old_"]},
             "modern": {"command": str(MODERN_PYTHON), "args": [str(MODERN_SERVER)]},
+            "newest": newest,
         },
     )
     jmp.jev.script(
         [
             {"route": "mcp.old_echo"},
             {"route": "mcp.echo"},
+            {"route": "mcp.new_echo"},
+            {"route": "mcp.new_getenv"},
             {"route": "done"},
             {"completion_review": "complete"},
         ]
@@ -182,14 +208,33 @@ def test_jmps_client_reaches_an_sdk_server_of_either_revision(jmp: Cli) -> None:
         [
             {"tool_call": {"arguments": {"text": "from the old one"}}},
             {"tool_call": {"arguments": {"text": "from the new one"}}},
-            {"text": "both answered"},
+            {"tool_call": {"arguments": {"text": "from the newest"}}},
+            {"tool_call": {"arguments": {"name": "FAKE_TOKEN"}}},
+            {"text": "all answered"},
         ]
     )
-    out = jmp.task("call both servers", timeout=300)
+    out = jmp.task("call every server", timeout=300)
     assert out.code == 0, out.stderr
+    assert not out.of("error"), out.of("error")  # no server failed to start
     finished = {f["tool"]: f for f in out.of("tool_finished")}
     assert finished["mcp.old_echo"]["status"] == "ok"
     assert "from the old one" in finished["mcp.old_echo"]["text"]
     modern = finished["mcp.echo"]
     assert modern["status"] == "ok" and "from the new one (MCP 2025-11-25)" in modern["text"]
-    assert not out.of("error"), out.of("error")  # neither server failed to start
+    newest_echo = finished["mcp.new_echo"]
+    assert newest_echo["status"] == "ok"
+    assert "from the newest (MCP 2026-07-28)" in newest_echo["text"]
+    getenv = finished["mcp.new_getenv"]["text"]
+    assert "[REDACTED]" in getenv and SECRET not in getenv
+    assert SECRET not in out.stdout and SECRET not in out.stderr
+    sent = [json.loads(line) for line in frames.read_text().splitlines()]
+    assert sent[0]["method"] == "initialize"  # refused: then a new process, 2026-07-28 only
+    assert [f["method"] for f in sent[1:]] == [
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "tools/call",
+    ]
+    for frame in sent[1:]:
+        schema = {**SPEC, "$ref": f"#/$defs/{FRAME_KINDS[frame['method']]}"}
+        jsonschema.Draft202012Validator(schema).validate(frame)

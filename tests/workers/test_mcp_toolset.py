@@ -359,3 +359,136 @@ def test_tool_worker_killed_during_mcp_call_leaves_no_orphan(short_tmp: Path) ->
         assert wait_gone([server_pid]) == []
     finally:
         tools.close()
+
+
+MODERN_PYTHON = ROOT / ".venv" / "mcp-2026-07-28" / "bin" / "python"
+MODERN_SERVER = str(ROOT / "jmp_lab" / "servers" / "mcp_modern_server.py")
+SPEC = json.loads((ROOT / "tests" / "harness" / "data" / "mcp-2026-07-28.schema.json").read_text())
+FRAME_KINDS = {
+    "server/discover": "DiscoverRequest",
+    "tools/list": "ListToolsRequest",
+    "tools/call": "CallToolRequest",
+    "notifications/cancelled": "CancelledNotification",
+}
+
+
+def modern_only(*args: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """The mcp 2.x SDK's server serving MCP 2026-07-28 alone (it refuses `initialize`)."""
+    if not MODERN_PYTHON.exists():
+        pytest.skip(f"no mcp 2.x SDK in {MODERN_PYTHON.parent.parent} (make install puts it there)")
+    server_args = [MODERN_SERVER, "--modern-only", *args]
+    return {"command": str(MODERN_PYTHON), "args": server_args, "env": env or {}}
+
+
+def spec_valid(frame: dict[str, Any], definition: str) -> None:
+    """`frame` is a valid `definition` of MCP 2026-07-28's own schema.json."""
+    import jsonschema
+
+    jsonschema.Draft202012Validator({**SPEC, "$ref": f"#/$defs/{definition}"}).validate(frame)
+
+
+def test_a_server_of_mcp_2026_07_28_alone_beside_an_initialize_one(short_tmp: Path) -> None:
+    """A server that refuses `initialize` is started again at 2026-07-28 (server/discover, the
+    envelope on every request) and keeps what the initialize path guarantees: calls, env,
+    timeout, cancel (told to the server), a crash mid-call is EffectUnknown then a restart,
+    and close() during a call leaves no process. Every frame sent validates against the
+    revision's schema.json."""
+    frames, mark = short_tmp / "frames.jsonl", short_tmp / "slow"
+    env = {"FAKE_MCP_FRAMES": str(frames), "FAKE_TOKEN": "tok-secret-42"}
+    env["FAKE_MCP_SLOW_MARK"] = str(mark)
+    config = {"new": modern_only(env=env), "old": fake("--prefix", "old_")}
+    toolset = start_toolset({"mcpServers": config}, start_timeout_s=120.0)
+    caller = None
+    try:
+        assert toolset.failed == {}
+        assert toolset.revisions == {"new": "2026-07-28", "old": "initialize"}
+        specs = {spec.name: spec for spec in toolset.specs}
+        assert {"mcp.echo", "mcp.slow", "mcp.crash", "mcp.getenv", "mcp.old_echo"} <= set(specs)
+        assert specs["mcp.echo"].source == "mcp:new"
+        assert specs["mcp.echo"].parameters["required"] == ["text"]
+        assert toolset.call("mcp.echo", {"text": "hi"})["text"] == "hi (MCP 2026-07-28)"
+        assert toolset.call("mcp.old_echo", {"text": "hi"})["text"] == "hi"
+        assert toolset.call("mcp.getenv", {"name": "FAKE_TOKEN"})["text"] == "tok-secret-42"
+        result = toolset.call("mcp.slow", {"seconds": 60}, threading.Event(), timeout_s=0.5)
+        assert result["status"] == "error" and "timed out after 0.5 s" in result["error"]
+        cancel = threading.Event()
+        threading.Timer(0.3, cancel.set).start()
+        result = toolset.call("mcp.slow", {"seconds": 60}, cancel)
+        assert result["status"] == "error" and "cancelled" in result["error"]
+        assert toolset.call("mcp.echo", {"text": "still"})["text"] == "still (MCP 2026-07-28)"
+        first = set(toolset.server_pids())
+        with pytest.raises(EffectUnknown, match="MCP server 'new' was lost during crash"):
+            toolset.call("mcp.crash", {}, threading.Event())
+        assert toolset.call("mcp.echo", {"text": "back"})["text"] == "back (MCP 2026-07-28)"
+        pids = toolset.server_pids()
+        assert len(pids) == 2 and set(pids) != first
+        mark.unlink()
+        caller = threading.Thread(target=toolset.call, args=("mcp.slow", {"seconds": 60}))
+        caller.start()
+        wait_until_exists(mark)
+    finally:
+        toolset.close()
+    caller.join(10)
+    assert not caller.is_alive()
+    assert wait_gone(pids, timeout_s=1) == []
+    sent = [json.loads(line) for line in frames.read_text().splitlines()]
+    # the initialize that was refused, then (a new process) the 2026-07-28 frames only
+    assert sent[0]["method"] == "initialize"
+    assert [f["method"] for f in sent[1:3]] == ["server/discover", "tools/list"]
+    for frame in sent[1:]:
+        spec_valid(frame, FRAME_KINDS[frame["method"]])
+    calls = {f["id"]: f["params"] for f in sent if f["method"] == "tools/call"}
+    meta = next(iter(calls.values()))["_meta"]
+    assert meta["io.modelcontextprotocol/protocolVersion"] == "2026-07-28"
+    assert meta["io.modelcontextprotocol/clientInfo"]["name"] == "jmp"
+    told = [f["params"]["requestId"] for f in sent if f["method"] == "notifications/cancelled"]
+    slow = [i for i, params in calls.items() if params["name"] == "slow"]
+    assert told == slow[:2]  # the timed-out call and the cancelled one; close() is no cancel
+
+
+def wait_until_exists(path: Path, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not path.exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert path.exists(), f"{path} never appeared"
+
+
+# A stdio server of the wire format alone: "future" serves only a revision jmp does not know
+# (-32022 to everything, naming it); "refuses" answers initialize with an error and every
+# other method -32601, as a server of no revision jmp speaks.
+REFUSER = """
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    params = msg.get("params") or {}
+    asked = (params.get("_meta") or {}).get("io.modelcontextprotocol/protocolVersion")
+    if sys.argv[1] == "future":
+        data = {"supported": ["2099-01-01"], "requested": asked or params.get("protocolVersion")}
+        error = {"code": -32022, "message": "Unsupported protocol version", "data": data}
+    elif msg["method"] == "initialize":
+        error = {"code": -32603, "message": "this server is out of order"}
+    else:
+        error = {"code": -32601, "message": "Method not found"}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "error": error}), flush=True)
+"""
+
+
+def test_servers_that_refuse_initialize_and_share_no_revision_fail_with_their_reason() -> None:
+    refuser = {"command": sys.executable, "args": ["-c", REFUSER]}
+    config = {
+        "future": {**refuser, "args": [*refuser["args"], "future"]},
+        "broken": {**refuser, "args": [*refuser["args"], "refuses"]},
+    }
+    toolset = start_toolset({"mcpServers": config}, start_timeout_s=120.0)
+    try:
+        assert set(toolset.failed) == {"future", "broken"} and toolset.specs == []
+        assert toolset.failed["future"] == (
+            "the server serves MCP 2099-01-01; jmp's client speaks 2026-07-28 and the "
+            "initialize revisions 2024-11-05 to 2025-11-25"
+        )
+        # not a 2026-07-28 server either (server/discover: -32601): the handshake's reason
+        assert toolset.failed["broken"] == "this server is out of order"
+    finally:
+        toolset.close()

@@ -15,13 +15,16 @@ import sys
 from typing import TYPE_CHECKING
 
 import psutil
+from mcp.client.stdio import StdioServerParameters
 
 if TYPE_CHECKING:  # OpenHands' package init pulls in litellm (seconds): loaded when needed
     from openhands.sdk.mcp import MCPServer
     from openhands.sdk.mcp.client import MCPClient
 
+    from workers.mcp.modern import ModernClient
+
 from host.spawn import TOKEN_ENV as TREE_TOKEN_ENV
-from protocol.mcp_config import RemoteServer, ServerConfig
+from protocol.mcp_config import RemoteServer, ServerConfig, StdioServer
 from workers import reaper
 
 CLOSE_TIMEOUT_S = 5.0  # per server; mcp itself waits 2 s after closing stdin, then kills
@@ -50,6 +53,13 @@ def sdk_server(spec: ServerConfig, token: str) -> MCPServer:
     if isinstance(spec, RemoteServer):
         remote = {"url": spec.url, "headers": spec.headers or None, "transport": spec.transport}
         return MCPServer.model_validate(remote)
+    params = stdio_params(spec, token)
+    stdio = {"command": params.command, "args": params.args, "env": params.env, "cwd": spec.cwd}
+    return MCPServer.model_validate(stdio)
+
+
+def stdio_params(spec: StdioServer, token: str) -> StdioServerParameters:
+    """How a stdio server starts, whichever client speaks to it: under LAUNCH, marked by token."""
     env = {**spec.env, TOKEN_VAR: token}
     # mcp hands a stdio server only a minimal environment: pass on the kernel's tree token
     # so its process-tree net finds our servers too.
@@ -62,7 +72,7 @@ def sdk_server(spec: ServerConfig, token: str) -> MCPServer:
     if sys.platform.startswith("linux"):
         launch = [sys.executable, "-I", "-S", "-c", LAUNCH, str(os.getpid())]
         command, args = launch[0], [*launch[1:], spec.command, *spec.args]
-    return MCPServer.model_validate({"command": command, "args": args, "env": env, "cwd": spec.cwd})
+    return StdioServerParameters(command=command, args=args, env=env, cwd=spec.cwd)
 
 
 def server_procs(token: str) -> list[psutil.Process]:
@@ -78,7 +88,7 @@ def server_procs(token: str) -> list[psutil.Process]:
     return procs
 
 
-def close_client(client: MCPClient) -> None:
+def close_client(client: MCPClient | ModernClient) -> None:
     """Close one SDK client; best effort: `kill` makes sure nothing survives it."""
     with contextlib.suppress(Exception):
         client.sync_close()

@@ -62,6 +62,26 @@ def is_transport_failure(exc: BaseException) -> bool:
     return True
 
 
+def rpc_error(exc: BaseException) -> mcp.types.ErrorData | None:
+    """The JSON-RPC error a server answered, wherever it sits among `exc`'s causes, groups and
+    contexts; None when the server gave no answer (it exited, timed out, or was not found)."""
+    seen: set[int] = set()
+    todo: list[BaseException] = [exc]
+    while todo:
+        current = todo.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        if isinstance(current, mcp.McpError):
+            if current.error.code != mcp.types.CONNECTION_CLOSED:
+                return current.error
+            continue
+        if isinstance(current, BaseExceptionGroup):
+            todo += current.exceptions
+        todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+    return None
+
+
 def reason(exc: BaseException) -> str:
     """One readable line: the first leaf of an exception group, whitespace folded."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:

@@ -5,6 +5,10 @@ blocks another, and tool names stay the servers' own (the SDK prefixes them when
 share one client). How servers are launched and killed: workers/mcp/launch.py; how answers and
 failures read: workers/mcp/results.py. A server that dies after a call was sent raises
 `EffectUnknown`: the kernel records that call `tool_uncertain`, never `tool_finished`.
+
+A stdio server that answers `initialize` with a JSON-RPC error (what a server of MCP 2026-07-28
+alone does) is started again and spoken to at that revision by workers/mcp/modern.py, which
+offers the same calls; which revision each server got is in `.revisions`.
 """
 
 from __future__ import annotations
@@ -23,10 +27,16 @@ import mcp.types
 if TYPE_CHECKING:  # OpenHands' package init pulls in litellm (seconds): loaded when a server starts
     from openhands.sdk.mcp.client import MCPClient
 
-from protocol.mcp_config import ServerConfig, parse_servers, server_secrets
+from protocol.mcp_config import (
+    RemoteServer,
+    ServerConfig,
+    StdioServer,
+    parse_servers,
+    server_secrets,
+)
 from protocol.messages import ToolSpec
 from protocol.redact import redact
-from workers.mcp import launch, results
+from workers.mcp import launch, modern, results
 
 TOOL_LIMIT = 250  # CONTRACT 10: advertised tools, the `recall` built-in included
 MAX_MCP_TOOLS = TOOL_LIMIT - 1
@@ -49,9 +59,10 @@ class _Server:
     (unprefixed) names."""
 
     name: str
-    client: MCPClient
+    client: MCPClient | modern.ModernClient
     loop: asyncio.AbstractEventLoop
     tools: dict[str, mcp.types.Tool]
+    revision: str = "initialize"  # or the stateless revision spoken, "2026-07-28"
     broken: bool = False  # a transport failure happened: reconnect before the next call
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -105,6 +116,7 @@ class McpToolset:
         self._secrets = secrets
         self._token = token
         self._closing = False  # a call that close() cuts off is stopped, not lost
+        self.revisions = {name: server.revision for name, server in servers.items()}
         self._by_name = {
             f"mcp.{tool}": (server, tool) for server in servers.values() for tool in server.tools
         }
@@ -197,7 +209,7 @@ class McpToolset:
         self, server: _Server, tool: str, args: dict[str, Any], attempt: _Attempt
     ) -> Any:
         if server.broken:  # the server died earlier: start it again once, for this call
-            await server.client.close()  # type: ignore[no-untyped-call]  # OpenHands: untyped
+            await server.client.close()
             await server.client.connect()
             server.broken = False
         attempt.sent = True
@@ -232,13 +244,38 @@ class McpToolset:
 
 
 def _start(name: str, spec: ServerConfig, token: str, timeout_s: float) -> _Server:
-    """Start one server through the SDK and list its tools; raises with a readable reason."""
+    """Start one server through the SDK and list its tools; raises with a readable reason.
+
+    A stdio server that answers `initialize` with a JSON-RPC error is started again at MCP
+    2026-07-28 (the revision's servers refuse the handshake); if that server does not answer
+    `server/discover` as a 2026-07-28 server, the handshake's failure is the reason given."""
     from openhands.sdk.mcp import create_mcp_tools
 
-    client = create_mcp_tools({name: launch.sdk_server(spec, token)}, timeout=timeout_s)
+    deadline = time.monotonic() + timeout_s
+    try:
+        client = create_mcp_tools({name: launch.sdk_server(spec, token)}, timeout=timeout_s)
+    except Exception as exc:
+        if isinstance(spec, RemoteServer) or results.rpc_error(exc) is None:
+            raise
+        try:
+            return _start_modern(name, spec, token, max(1.0, deadline - time.monotonic()))
+        except modern.NotModern:
+            raise exc from None
     tools = {tool.mcp_tool.name: tool.mcp_tool for tool in client.tools}
     loop = client.call_async_from_sync(_running_loop, timeout=timeout_s)
     return _Server(name=name, client=client, loop=loop, tools=tools)
+
+
+def _start_modern(name: str, spec: StdioServer, token: str, timeout_s: float) -> _Server:
+    """Start one stdio server at MCP 2026-07-28 (workers/mcp/modern.py) and list its tools."""
+    client = modern.ModernClient(launch.stdio_params(spec, token))
+    try:
+        client.start(timeout_s)
+    except BaseException:
+        client.sync_close()
+        raise
+    tools = {tool.name: tool for tool in client.tools}
+    return _Server(name, client, client.loop, tools, revision=client.version)
 
 
 async def _running_loop() -> asyncio.AbstractEventLoop:
