@@ -324,7 +324,7 @@ def _filter_syscalls(nr_socket: int, nr_prctl: int, own_pid: int | None = None) 
             for value in allowed:
                 asm.jump_if(value, "allow")
             if not allowed:
-                commands = (F_SETOWN, F_SETOWN_EX) if name == "fcntl" else ()
+                commands: tuple[int, ...] = (F_SETOWN, F_SETOWN_EX) if name == "fcntl" else ()
                 commands += (FIOSETOWN, SIOCSPGRP, TIOCSTI, TIOCSIG) if name == "ioctl" else ()
                 for value in commands:
                     asm.jump_if(value, "eperm")
