@@ -7,11 +7,13 @@ them) from stdin, then runs the check in an OS-confined child
 capability) when the machine allows it, else itself, unconfined. Before any of the script's
 code runs, the probe's own code writes one line on STATUS_FD and closes it everywhere:
 `confined PID` (the confined child's pid, which the parent then inspects in /proc and lets go
-on by a byte on GO_FD) or `unconfined WHY`; so `confined` is the parent's finding, never the
-script's word. The limits of jev_harness/limits.py are set, and an audit hook refuses the
-sockets, process spawns and file writes Python sees. Then it executes the script's bytes,
-checks `workflow = TaskScript(build)` with a one-argument build and, given inputs, that
-`build(inputs)` returns a well-formed task, and writes its finding (JSON) on VERDICT_FD.
+on by a byte on GO_FD) or `unconfined WHY` (the probe itself, guarded by `sandbox.guard`,
+which the parent inspects as well, warns on stderr, and only then lets go); so `confined` is
+the parent's finding, never the script's word. The limits of jev_harness/limits.py are set,
+and an audit hook refuses the sockets, process spawns and file writes Python sees. Then it
+executes the script's bytes, checks `workflow = TaskScript(build)` with a one-argument build
+and, given inputs, that `build(inputs)` returns a well-formed task, and writes its finding
+(JSON) on VERDICT_FD.
 That is data from a process the script ran in: the parent decodes it strictly (the shape and
 bounds of its `Finding` type, nothing else) and builds the verdict itself; whatever the script
 prints goes to stderr.
@@ -191,8 +193,22 @@ def main() -> None:
     import jev_harness.task  # noqa: F401
 
     why = _confined_run(data, path, inputs, workdir, (status_fd, go_fd, verdict_fd), bounds)
+    # Unconfined: guarded (jev_harness/sandbox.py `guard`: nothing of ours reached, above all
+    # not check-task) or, failing that, check-task finds no seccomp filter in /proc and runs
+    # nothing. Either way the status line, then check-task's go (it has warned by then).
+    from jev_harness import sandbox
+
+    try:
+        sandbox.guard()
+    except (sandbox.Unconfined, OSError) as exc:
+        why = f"{why}; not guarded either: {exc}"
     _say(status_fd, f"unconfined {why}")  # before any of the script's code, in this process
+    go = b""
+    with contextlib.suppress(OSError):
+        go = os.read(go_fd, 1)
     os.close(go_fd)
+    if go != b"g":  # check-task found the guard wanting, or is gone
+        os._exit(0)
     _run(data, path, inputs, verdict_fd, bounds)
 
 

@@ -7,7 +7,16 @@ same way). The values come parsed (protocol/limits.py, JEV_HARNESS_*). They are 
 they hold for the process and every process it starts:
 
 - memory: RLIMIT_DATA (the heap and every private writable mapping) at what the process holds
-  now plus JEV_HARNESS_MEMORY_MB, so the script's share is the same on both spawn paths;
+  now plus JEV_HARNESS_MEMORY_MB, so the script's share is the same on both spawn paths.
+  RLIMIT_DATA does not count shared mappings (`mmap.mmap(-1, N)` is shared anonymous memory:
+  300 MB was touched under a 64 MB limit), so an audit hook counts every anonymous
+  `mmap.mmap` against the same budget (the private memory and the shared writable mappings
+  added since the limits were set, plus the new one: over it, MemoryError), and RLIMIT_AS
+  bounds all the rest (shared memory from native code or /dev/shm, file mappings) at the
+  address space mapped now plus the budget plus AS_HEADROOM_MB, which is for what the
+  process maps beyond its data: libraries imported later, guard pages, the address space a
+  thread's malloc arena reserves (glibc's arenas are capped at MALLOC_ARENAS, so that a
+  script's threads do not each reserve 64 MiB of it);
 - file size: RLIMIT_FSIZE; SIGXFSZ is ignored (Python ignores it at start-up, and the probe
   says so again), so that a write past it fails (EFBIG) instead of killing the process;
 - CPU: a watchdog thread raises `CpuLimitExceeded` in the script's thread once the process has
@@ -23,12 +32,12 @@ they hold for the process and every process it starts:
   refuses every new process by seccomp, whoever runs it (jev_harness/sandbox.py).
 
 Hard or soft (`apply(..., hard=)`): check-task's probe, which starts no process, lowers the
-hard limits too. The harness worker lowers only the soft limits of memory, file size and
-processes (the hard ones stay the user's): the browser a run's ChromiumProvider starts
-(Playwright's driver, then Chromium) is jmp's machinery, bounded by its fetch deadline and size
-bounds, and would inherit the script's rlimits — its driver dies under 400 MiB of RLIMIT_DATA and
-Chromium's renderer came close to 1 GiB — so its launcher raises its soft limits back to the
-hard ones (jev_harness/web/browser.py). In the worker an audit hook then refuses
+hard limits too. The harness worker lowers only the soft limits of memory, address space,
+file size and processes (the hard ones stay the user's): the browser a run's ChromiumProvider
+starts (Playwright's driver, then Chromium) is jmp's machinery, bounded by its fetch deadline
+and size bounds, and would inherit the script's rlimits — its driver dies under 400 MiB of
+RLIMIT_DATA and Chromium's renderer came close to 1 GiB — so its launcher raises its soft
+limits back to the hard ones (jev_harness/web/browser.py). In the worker an audit hook then refuses
 `resource.setrlimit` and `resource.prlimit` with new limits: a script cannot lift its own from
 Python; native code or a child shell could lift soft limits up to the hard ones, so in `run`
 these limits stop a runaway script, not a hostile one (docs/JEV-HARNESS.md). The CPU limit is
@@ -40,6 +49,7 @@ error that names it, not a bare MemoryError.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -54,8 +64,12 @@ from protocol.limits import ScriptLimits
 HARD_GRACE_S = 5  # CPU seconds past the budget before RLIMIT_CPU's SIGXCPU ends the process
 WATCH_INTERVAL_S = 0.2
 MIB = 1024 * 1024
+AS_HEADROOM_MB = 256  # address space past the memory budget (see the module docstring)
+MALLOC_ARENAS = 2  # glibc's M_ARENA_MAX under the limits
+M_ARENA_MAX = -8
 _set_async_exc = ctypes.pythonapi.PyThreadState_SetAsyncExc  # resolved before any guard
 _applied: list[tuple[ScriptLimits, int, bool]] = []  # in force here: limits, CPU budget, NPROC set
+_memory_base: list[int] = []  # private and shared writable bytes when the limits were set
 watchdog_ident: list[int] = []  # the watchdog thread's ident (check.py's audit hook knows it)
 busy = threading.Event()  # set while the target thread runs the script's code (or may)
 
@@ -74,7 +88,12 @@ def apply(
     budget = limits.cpu_budget(deadline_s)
     _applied[:] = [(limits, budget, os.getuid() != 0)]
     keep = not hard
-    _lower(resource.RLIMIT_DATA, _data_now() + limits.memory_mb * MIB, keep_hard=keep)
+    budget_bytes = limits.memory_mb * MIB
+    data, shared = _memory_now()
+    _memory_base[:] = [data + shared]
+    _lower(resource.RLIMIT_DATA, data + budget_bytes, keep_hard=keep)
+    with contextlib.suppress(OSError, AttributeError):  # glibc only
+        ctypes.CDLL(None).mallopt(M_ARENA_MAX, MALLOC_ARENAS)
     _lower(resource.RLIMIT_FSIZE, limits.file_mb * MIB, keep_hard=keep)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
@@ -85,10 +104,28 @@ def apply(
         target=_watch, args=(used + budget, target), daemon=True, name="cpu-limit"
     )
     watch.start()
+    # after the watchdog has its stack: the address space counted from here
+    space = _status_kib("VmSize") * 1024
+    _lower(resource.RLIMIT_AS, space + budget_bytes + AS_HEADROOM_MB * MIB, keep_hard=keep)
+    sys.addaudithook(_budget_mmap)
     if os.getuid() != 0:  # root is exempt from RLIMIT_NPROC (see the module docstring)
         _lower(resource.RLIMIT_NPROC, _tasks_of(os.getuid()) + limits.max_processes, keep_hard=keep)
     if keep:
         sys.addaudithook(_refuse_new_limits)
+
+
+def _budget_mmap(event: str, args: tuple[object, ...]) -> None:
+    """Audit hook: an anonymous `mmap.mmap` (fd -1: shared, or private with ACCESS_COPY) that
+    would take the memory the script added past its budget is refused with MemoryError."""
+    if event != "mmap.__new__" or args[:1] != (-1,) or not _applied or not _memory_base:
+        return
+    length = args[1]
+    if not isinstance(length, int):
+        return
+    data, shared = _memory_now()
+    added = data + shared - _memory_base[0]
+    if added + length > _applied[0][0].memory_mb * MIB:
+        raise MemoryError(f"mmap of {length} bytes: past the task script's memory budget")
 
 
 def _refuse_new_limits(event: str, args: tuple[object, ...]) -> None:
@@ -122,18 +159,36 @@ def _lower(which: int, soft: int, hard: int | None = None, keep_hard: bool = Fal
     resource.setrlimit(which, (soft, hard))
 
 
-def _data_now() -> int:
-    """What RLIMIT_DATA counts of this process now (VmData): the script's budget is on top of
-    it, so that it is the same in a cold worker (about 45 MB) and in one forked by the warm
-    pool (about 285 MB, the pool's preloaded modules)."""
+def _status_kib(field: str) -> int:
+    """A field of /proc/self/status in KiB (VmData, VmSize), or 0."""
     try:
         with open("/proc/self/status", encoding="ascii") as f:
             for line in f:
-                if line.startswith("VmData:"):
-                    return int(line.split()[1]) * 1024
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
     except (OSError, ValueError, IndexError):
         pass
     return 0
+
+
+def _memory_now() -> tuple[int, int]:
+    """What the memory budget counts of this process now, in bytes: its private writable
+    memory (VmData, what RLIMIT_DATA counts) and its shared writable mappings (anonymous
+    ones, SysV and /dev/shm segments, shared file mappings: /proc/self/maps). The budget is on
+    top of what they are when the limits are set, so that it is the same in a cold worker
+    (about 45 MB of VmData) and in one forked by the warm pool (about 285 MB, the pool's
+    preloaded modules)."""
+    shared = 0
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                span, perms = line.split(None, 2)[:2]
+                if perms[1] == "w" and perms[3] == "s":
+                    start, _, end = span.partition("-")
+                    shared += int(end, 16) - int(start, 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return _status_kib("VmData") * 1024, shared
 
 
 def _tasks_of(uid: int) -> int:
@@ -164,7 +219,8 @@ def named(exc: BaseException) -> str:
     found: BaseException | None = exc
     while found is not None and id(found) not in seen:
         seen.add(id(found))
-        if isinstance(found, MemoryError):
+        enomem = isinstance(found, OSError) and found.errno == errno.ENOMEM  # mmap, past it
+        if isinstance(found, MemoryError) or enomem:
             return f"the memory limit (JEV_HARNESS_MEMORY_MB={limits.memory_mb})"
         if isinstance(found, CpuLimitExceeded):
             return f"the CPU time limit ({budget} s of CPU; JEV_HARNESS_CPU_S)"

@@ -222,53 +222,153 @@ def _inside(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def _drop_capabilities(last_cap: int, nr_capset: int) -> None:
+def _drop_capabilities(last_cap: int, nr_capset: int, bounding: bool = True) -> None:
     """No capability now nor after any exec: bounding set emptied, securebits locked (root
-    gains nothing by exec), effective/permitted/inheritable cleared, no_new_privs."""
-    for cap in range(last_cap + 1):
+    gains nothing by exec; both only with `bounding`), effective/permitted/inheritable
+    cleared, no_new_privs."""
+    for cap in range(last_cap + 1 if bounding else 0):
         _check(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"dropping capability {cap}")
-    _check(_libc.prctl(PR_SET_SECUREBITS, SECBITS_LOCKED_ALL, 0, 0, 0), "securebits")
+    if bounding:
+        _check(_libc.prctl(PR_SET_SECUREBITS, SECBITS_LOCKED_ALL, 0, 0, 0), "securebits")
     header = struct.pack("Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
     data = bytes(24)  # two zeroed {effective, permitted, inheritable}
     _syscall(nr_capset, header, data, what="capset")
     _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
 
 
-def _filter_syscalls(nr_socket: int, nr_prctl: int) -> None:
+def guard() -> None:
+    """Where `confine` is unavailable (no user namespaces): bound what the calling process (the
+    unconfined check-task probe, single-threaded, before any of the script's code) can do to
+    any other process, above all to check-task itself, which must live to give the verdict and
+    the unconfined warning. Every capability it may drop is dropped (as root: the bounding set
+    and securebits too, so that an exec regains none), no_new_privs, and the seccomp filter of
+    `_filter_syscalls` with `own_pid`: no signal but to itself (kill, tgkill, sigqueue;
+    pidfd_send_signal, tkill, fcntl/ioctl ownership for SIGIO, TIOCSTI/TIOCSIG refused), no
+    rlimit but its own (prlimit64 of another process could set check-task's RLIMIT_CPU to 0),
+    no ptrace, process_vm_*, pidfd_getfd, perf_event_open or kcmp, and, as when confined, no
+    socket and no new process. Raises Unconfined when a step fails; check-task then reads
+    /proc/PID/status itself (jev_harness/cli/check_launch.py) and runs nothing unguarded."""
+    _, _, nr_capset, nr_socket, nr_prctl = arch()
+    last_cap = int(Path("/proc/sys/kernel/cap_last_cap").read_text())
+    # Only root (CAP_SETPCAP) can empty the bounding set and lock securebits; for anyone else
+    # an exec under no_new_privs gains nothing anyway.
+    _drop_capabilities(last_cap, nr_capset, bounding=os.geteuid() == 0)
+    _filter_syscalls(nr_socket, nr_prctl, own_pid=os.getpid())
+
+
+# Per architecture, the calls by which one process reaches another (see `guard`): those whose
+# first argument is a pid that may be ours (kill, tgkill, rt_sigqueueinfo, rt_tgsigqueueinfo),
+# prlimit64 (0 or ours), those refused outright (tkill, ptrace, process_vm_readv,
+# process_vm_writev, perf_event_open, kcmp; pidfd_send_signal and pidfd_getfd are 424 and 438
+# on both), then fcntl and ioctl (whose command is checked).
+_REACH = {
+    "x86_64": ((62, 234, 129, 297), 302, (200, 101, 310, 311, 298, 312), 72, 16),
+    "aarch64": ((129, 131, 138, 240), 261, (130, 117, 270, 271, 241, 272), 25, 29),
+}
+NR_PIDFD_SEND_SIGNAL, NR_PIDFD_GETFD = 424, 438
+F_SETOWN, F_SETOWN_EX = 8, 15
+FIOSETOWN, SIOCSPGRP, TIOCSTI, TIOCSIG = 0x8901, 0x8902, 0x5412, 0x40045436
+
+
+def _filter_syscalls(nr_socket: int, nr_prctl: int, own_pid: int | None = None) -> None:
     """seccomp: socket(2), io_uring_setup(2) (which has sockets of its own) and
     prctl(PR_SET_PDEATHSIG) (the init's parent-death signal is how the probe's deadline ends
     the namespace) fail with EACCES; a new process (fork, vfork, a clone without CLONE_THREAD)
     fails with EPERM, clone3 with ENOSYS (libc then clones a thread the old way, which its
-    flags show); a foreign ABI (i386, x32) is killed."""
+    flags show); a foreign ABI (i386, x32) is killed. With `own_pid` (`guard`), the calls that
+    reach another process fail with EPERM too."""
     audit_arch = arch()[0]
     nr_clone, nr_fork, nr_vfork = _PROCESS_CALLS[_machine()]
-    ld, jeq, jge, jset, ja, ret = 0x20, 0x15, 0x35, 0x45, 0x05, 0x06  # BPF_LD|W|ABS, BPF_JMP..
-    allow = SECCOMP_RET_ALLOW
-    prog = [  # (code, jump if true, jump if false, k); seccomp_data: nr, arch, ip, args[6]
-        (ld, 0, 0, 4),  # 0
-        (jeq, 1, 0, audit_arch),  # 1: native: skip the kill
-        (ret, 0, 0, SECCOMP_RET_KILL_PROCESS),  # 2
-        (ld, 0, 0, 0),  # 3
-        (jge, 16, 0, _X32_BIT) if _machine() == "x86_64" else (ja, 0, 0, 0),  # 4 -> 21
-        (jeq, 15, 0, nr_socket),  # 5 -> 21
-        (jeq, 14, 0, NR_IO_URING_SETUP),  # 6 -> 21
-        (jeq, 12, 0, NR_CLONE3),  # 7 -> 20
-        (jeq, 10, 0, nr_fork),  # 8 -> 19
-        (jeq, 9, 0, nr_vfork),  # 9 -> 19
-        (jeq, 5, 0, nr_clone),  # 10 -> 16
-        (jeq, 1, 0, nr_prctl),  # 11 -> 13
-        (ret, 0, 0, allow),  # 12
-        (ld, 0, 0, 16),  # 13: args[0], its low 32 bits (little-endian)
-        (jeq, 6, 0, PR_SET_PDEATHSIG),  # 14 -> 21
-        (ret, 0, 0, allow),  # 15
-        (ld, 0, 0, 16),  # 16: clone's flags
-        (jset, 0, 1, CLONE_THREAD),  # 17: a thread -> 18, a process -> 19
-        (ret, 0, 0, allow),  # 18
-        (ret, 0, 0, SECCOMP_RET_ERRNO | EPERM),  # 19
-        (ret, 0, 0, SECCOMP_RET_ERRNO | ENOSYS),  # 20
-        (ret, 0, 0, SECCOMP_RET_ERRNO | EACCES),  # 21
+    asm = _Bpf()
+    asm.load(4)
+    asm.jump_if(audit_arch, "native")
+    asm.ret(SECCOMP_RET_KILL_PROCESS)
+    asm.label("native")
+    asm.load(0)
+    if _machine() == "x86_64":
+        asm.jump_if(_X32_BIT, "eacces", op=0x35)  # nr >= the x32 bit: another ABI
+    dispatch = [
+        (nr_socket, "eacces"),
+        (NR_IO_URING_SETUP, "eacces"),
+        (NR_CLONE3, "enosys"),
+        (nr_fork, "eperm"),
+        (nr_vfork, "eperm"),
+        (nr_clone, "clone"),
+        (nr_prctl, "prctl"),
     ]
-    code = b"".join(struct.pack("HBBI", *insn) for insn in prog)
+    if own_pid is not None:
+        to_pid, nr_prlimit, refused, nr_fcntl, nr_ioctl = _REACH[_machine()]
+        dispatch += [(nr, "own") for nr in to_pid] + [(nr_prlimit, "prlimit")]
+        dispatch += [(nr, "eperm") for nr in (*refused, NR_PIDFD_SEND_SIGNAL, NR_PIDFD_GETFD)]
+        dispatch += [(nr_fcntl, "fcntl"), (nr_ioctl, "ioctl")]
+    for nr, where in dispatch:
+        asm.jump_if(nr, where)
+    asm.ret(SECCOMP_RET_ALLOW)
+    asm.label("clone")
+    asm.load(16)  # args[0], its low 32 bits (little-endian): clone's flags
+    asm.jump_if(CLONE_THREAD, "allow", op=0x45)  # BPF_JSET: a thread
+    asm.ret(SECCOMP_RET_ERRNO | EPERM)
+    asm.label("prctl")
+    asm.load(16)
+    asm.jump_if(PR_SET_PDEATHSIG, "eacces")
+    asm.ret(SECCOMP_RET_ALLOW)
+    if own_pid is not None:
+        for name, arg, allowed in (
+            ("own", 16, (own_pid,)),  # the pid (a pid_t: the low 32 bits are all of it)
+            ("prlimit", 16, (0, own_pid)),
+            ("fcntl", 24, ()),  # args[1]: the command
+            ("ioctl", 24, ()),
+        ):
+            asm.label(name)
+            asm.load(arg)
+            for value in allowed:
+                asm.jump_if(value, "allow")
+            if not allowed:
+                commands: tuple[int, ...] = (F_SETOWN, F_SETOWN_EX) if name == "fcntl" else ()
+                commands += (FIOSETOWN, SIOCSPGRP, TIOCSTI, TIOCSIG) if name == "ioctl" else ()
+                for value in commands:
+                    asm.jump_if(value, "eperm")
+                asm.ret(SECCOMP_RET_ALLOW)
+            else:
+                asm.ret(SECCOMP_RET_ERRNO | EPERM)
+    for name, action in (
+        ("allow", SECCOMP_RET_ALLOW),
+        ("eperm", SECCOMP_RET_ERRNO | EPERM),
+        ("enosys", SECCOMP_RET_ERRNO | ENOSYS),
+        ("eacces", SECCOMP_RET_ERRNO | EACCES),
+    ):
+        asm.label(name)
+        asm.ret(action)
+    code = asm.assemble()
     buf = ctypes.create_string_buffer(code)
-    fprog = struct.pack("HxxxxxxP", len(prog), ctypes.addressof(buf))
+    fprog = struct.pack("HxxxxxxP", len(code) // 8, ctypes.addressof(buf))
     _check(_libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, fprog, 0, 0), "seccomp")
+
+
+class _Bpf:
+    """A classic BPF program for seccomp with named jump targets (forward only)."""
+
+    def __init__(self) -> None:
+        self._insns: list[tuple[int, str | int, str | int, int]] = []
+        self._labels: dict[str, int] = {}
+
+    def load(self, offset: int) -> None:  # BPF_LD|BPF_W|BPF_ABS: seccomp_data at offset
+        self._insns.append((0x20, 0, 0, offset))
+
+    def jump_if(self, value: int, target: str, op: int = 0x15) -> None:  # BPF_JEQ by default
+        self._insns.append((op, target, 0, value))
+
+    def ret(self, action: int) -> None:
+        self._insns.append((0x06, 0, 0, action))
+
+    def label(self, name: str) -> None:
+        self._labels[name] = len(self._insns)
+
+    def assemble(self) -> bytes:
+        out = []
+        for i, (code, jt, jf, k) in enumerate(self._insns):
+            offs = [self._labels[j] - i - 1 if isinstance(j, str) else j for j in (jt, jf)]
+            if not all(0 <= o <= 255 for o in offs):
+                raise Unconfined("the seccomp program's jumps are out of range")
+            out.append(struct.pack("HBBI", code, offs[0], offs[1], k))
+        return b"".join(out)

@@ -38,6 +38,7 @@ MAX_VERDICT = 4 * 1024 * 1024
 MAX_SOURCE = 16 * 1024 * 1024  # a script larger than this is not parsed here (the probe says)
 MAX_STATUS = 4096
 GRACE_S = 5.0  # past the probe's own deadline, before we kill its process group
+GUARDED = True  # `_confinement_wanting`'s check of an unconfined probe's guard
 NO_WORKFLOW = "the script defines no `workflow = TaskScript(build)`"
 Text = Annotated[str, msgspec.Meta(max_length=MAX_TEXT)]
 
@@ -110,7 +111,7 @@ def check_task(path: str, inputs: Any, limits: ScriptLimits) -> dict[str, Any]:
         sent["source"] = source.decode("latin-1")
     _feed(proc, json.dumps(sent).encode())
     deadline = time.monotonic() + PROBE_TIMEOUT_S + GRACE_S
-    confined, why = _admit(status_r, go_w, deadline)
+    confined, why = _admit(status_r, go_w, deadline, proc.pid)
     os.close(status_r)
     os.close(go_w)
     if confined is None:  # the probe was stopped before the script ran
@@ -121,8 +122,6 @@ def check_task(path: str, inputs: Any, limits: ScriptLimits) -> dict[str, Any]:
     proc.stdout.close()
     os.close(verdict_r)
     _show(said)
-    if confined is False:
-        sys.stderr.write(UNCONFINED.format(why=why))
     if confined is None:
         return _failed(why, static)
     if timed_out:
@@ -193,10 +192,12 @@ def _top_level_names(body: list[ast.stmt]) -> set[str]:
     return names
 
 
-def _admit(status_r: int, go_w: int, deadline: float) -> tuple[bool | None, str]:
+def _admit(status_r: int, go_w: int, deadline: float, probe: int) -> tuple[bool | None, str]:
     """Read the probe's status line (written before any of the script's code) and decide:
     (True, "") once /proc shows the confinement and the probe is let go, (False, why) for an
-    unconfined probe, (None, problem) when the probe must not go on."""
+    unconfined probe once /proc shows it guarded and the warning is on stderr (before any of
+    the script's code: nothing it does takes the warning back), (None, problem) when the
+    probe must not go on."""
     line = bytearray()
     while b"\n" not in line and len(line) < MAX_STATUS:
         with selectors.DefaultSelector() as sel:
@@ -209,7 +210,15 @@ def _admit(status_r: int, go_w: int, deadline: float) -> tuple[bool | None, str]
         line += chunk
     word, _, rest = bytes(line).partition(b"\n")[0].decode("utf-8", "replace").partition(" ")
     if word == "unconfined":
-        return False, rest.strip() or "unknown"
+        why = rest.strip() or "unknown"
+        wanting = _confinement_wanting(probe, GUARDED)
+        if wanting:
+            return None, f"the check process is neither confined nor guarded ({why}; {wanting})"
+        sys.stderr.write(UNCONFINED.format(why=why))
+        sys.stderr.flush()
+        with contextlib.suppress(OSError):
+            os.write(go_w, b"g")
+        return False, why
     if word != "confined" or not rest.strip().isdigit():
         return None, "the check process ended before it checked anything"
     wanting = _confinement_wanting(int(rest))
@@ -220,25 +229,29 @@ def _admit(status_r: int, go_w: int, deadline: float) -> tuple[bool | None, str]
     return True, ""
 
 
-def _confinement_wanting(pid: int) -> str:
-    """What /proc/PID lacks of the probe's confinement, or "" when it is all there."""
+def _confinement_wanting(pid: int, guarded_only: bool = False) -> str:
+    """What /proc/PID lacks of the probe's confinement (with `guarded_only`, of the guard an
+    unconfined probe has: no_new_privs, a seccomp filter, no effective or permitted
+    capability), or "" when it is all there."""
     try:
         with open(f"/proc/{pid}/status", encoding="utf-8") as f:
             fields = dict(line.partition(":")[::2] for line in f.read().splitlines())
-        with open(f"/proc/{pid}/uid_map", encoding="utf-8") as f:
-            uid_map = f.read().split()
+        uid_map: list[str] = []
+        if not guarded_only:
+            with open(f"/proc/{pid}/uid_map", encoding="utf-8") as f:
+                uid_map = f.read().split()
     except OSError as exc:
         return f"/proc/{pid}: {exc.strerror}"
     wanting = []
-    if len(fields.get("NSpid", "").split()) < 2:
+    if not guarded_only and len(fields.get("NSpid", "").split()) < 2:
         wanting.append("no PID namespace of its own")
-    if uid_map[:3] == ["0", "0", "4294967295"]:
+    if not guarded_only and uid_map[:3] == ["0", "0", "4294967295"]:
         wanting.append("the host's user namespace")
     if fields.get("NoNewPrivs", "").strip() != "1":
         wanting.append("no no_new_privs")
     if fields.get("Seccomp", "").strip() != "2":
         wanting.append("no seccomp filter")
-    for cap in ("CapEff", "CapPrm", "CapBnd"):
+    for cap in ("CapEff", "CapPrm") if guarded_only else ("CapEff", "CapPrm", "CapBnd"):
         if int(fields.get(cap, "1").strip() or "1", 16) != 0:
             wanting.append(f"{cap} not empty")
     return ", ".join(wanting)
@@ -249,6 +262,17 @@ def _verdict(static: list[str], verdict: bytes, status: int | None) -> dict[str,
     if not verdict:
         if status == 128 + signal.SIGXCPU:  # RLIMIT_CPU, past the watchdog (C code, say)
             why = "the script hit the CPU time limit (RLIMIT_CPU; JEV_HARNESS_CPU_S)"
+            return _failed(why, static)
+        # a signal: the probe's own (negative) or its confined child's, relayed as 128 + it
+        signum = -status if status is not None and status < 0 else 0
+        if status is not None and 128 < status <= 128 + 64:
+            signum = status - 128
+        if signum:
+            try:
+                name = signal.Signals(signum).name
+            except ValueError:
+                name = f"signal {signum}"
+            why = f"the check process was killed by {name} and gave no finding"
             return _failed(why, static)
         return _failed(f"the check process ended with status {status} and gave no finding", static)
     if len(verdict) > MAX_VERDICT:

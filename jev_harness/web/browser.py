@@ -107,9 +107,9 @@ def _playwright() -> Any:
     return sync_playwright
 
 
-# The soft limits of memory, file size and processes back at the hard ones: a task script's
-# soft limits (jev_harness/limits.py) are not the browser's.
-_OWN_LIMITS = 'for o in d f p; do ulimit -S -$o "$(ulimit -H -$o)" 2>/dev/null; done\n'
+# The soft limits of memory, address space, file size and processes back at the hard ones: a
+# task script's soft limits (jev_harness/limits.py) are not the browser's.
+_OWN_LIMITS = 'for o in d f p v; do ulimit -S -$o "$(ulimit -H -$o)" 2>/dev/null; done\n'
 
 
 def _launcher(

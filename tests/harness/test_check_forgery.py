@@ -87,7 +87,11 @@ HOSTILE = FORK_EXEC + textwrap.dedent(
 )
 
 
-def _check(script: Path, cwd: Path, no_userns: bool) -> subprocess.CompletedProcess[str]:
+def _check(
+    script: Path, cwd: Path, no_userns: bool, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    """check-task on `script`, in a session of its own (a script that reaches its process
+    group must not reach pytest's)."""
     cli = [sys.executable, "-m", "jev_harness.cli", "check-task", str(script), "--json"]
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}
     argv = cli
@@ -97,7 +101,15 @@ def _check(script: Path, cwd: Path, no_userns: bool) -> subprocess.CompletedProc
             pytest.skip("util-linux unshare is needed to take user namespaces away")
         inner = "echo 0 > /proc/sys/user/max_user_namespaces && exec " + shlex.join(cli)
         argv = [unshare, "--user", "--map-current-user", "sh", "-c", inner]
-    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        argv,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        start_new_session=True,
+    )
 
 
 def _verdict(done: subprocess.CompletedProcess[str]) -> dict[str, object]:
@@ -177,3 +189,50 @@ def test_a_finding_past_its_bounds_is_no_verdict(short_tmp: Path) -> None:
     verdict = _verdict(done)
     assert done.returncode == 2 and verdict["ok"] is False, verdict
     assert "no well-formed finding" in str(verdict["problems"]), verdict
+
+
+# Ways a script may try to end check-task itself (the process that builds the verdict and,
+# where no user namespace could be made, warns that the script ran unconfined): each ends with
+# `workflow` defined, so a check-task that lives says "sound" or names the attempt.
+ATTACKS = {
+    "kill-parent": "os.kill(os.getppid(), signal.SIGKILL)",
+    "kill-own-group": "os.killpg(0, signal.SIGKILL)",
+    "kill-itself": "os.kill(os.getpid(), signal.SIGKILL)",
+    "kill-parents-group": "os.killpg(os.getpgid(os.getppid()), signal.SIGKILL)",
+    "pidfd": "signal.pidfd_send_signal(os.pidfd_open(os.getppid()), signal.SIGKILL)",
+    # the kernel's signals, by way of the parent's rlimits and of SIGIO's owner
+    "prlimit-cpu": "resource.prlimit(os.getppid(), resource.RLIMIT_CPU, (0, 0))\nwhile True: pass",
+    "sigio-owner": "r, w = os.pipe()\nfcntl.fcntl(r, fcntl.F_SETOWN, os.getppid())\n"
+    "fcntl.fcntl(r, 10, signal.SIGKILL)  # F_SETSIG\n"
+    "fcntl.fcntl(r, fcntl.F_SETFL, os.O_ASYNC)\nos.write(w, b'x')",
+    "ptrace-mem": "f = open('/proc/%d/mem' % os.getppid(), 'rb')",
+}
+
+
+@pytest.mark.parametrize("attack", sorted(ATTACKS))
+@pytest.mark.parametrize("no_userns", [False, True], ids=["confined", "no-user-namespace"])
+def test_a_script_cannot_end_check_task(short_tmp: Path, no_userns: bool, attack: str) -> None:
+    """Before: unconfined, a script that killed its parent (check-task) ended it with 137, no
+    verdict and no warning. Now check-task always lives to give a verdict of its shape (a
+    sound one, the attempt refused and caught, or one naming the probe's death), and the
+    warning is on stderr before any of the script's code runs."""
+    body = "import fcntl, os, resource, signal\ntry:\n"
+    body += textwrap.indent(ATTACKS[attack], "    ") + "\nexcept OSError as exc:\n"
+    body += "    print('refused:', exc)\nimport jev_harness as jev\n"
+    body += "workflow = jev.TaskScript(lambda inputs: None)\n"
+    script = short_tmp / "attack_task.py"
+    script.write_text(body)
+    done = _check(script, short_tmp, no_userns, timeout=180)
+    assert done.returncode in (0, 2), (done.returncode, done.stdout, done.stderr)
+    verdict = _verdict(done)
+    assert set(verdict) == SHAPE, verdict
+    problems = str(verdict["problems"])
+    if not no_userns:  # in its PID namespace the probe is init and its parent is 0: its own
+        assert verdict["ok"] is True or "killed by" in problems or "CPU time" in problems
+    elif attack == "kill-itself":  # the one signal allowed: the probe's death, named
+        assert verdict["ok"] is False and "killed by SIGKILL" in problems, verdict
+    else:  # refused: nothing outside the probe is reached
+        assert verdict["ok"] is True, (verdict, done.stderr)
+        assert "refused: [Errno" in done.stderr, done.stderr
+    unconfined = "without OS confinement" in done.stderr
+    assert unconfined is no_userns, done.stderr

@@ -26,10 +26,25 @@ from tests.security.paths import PATHS
 from tests.support.warm import launch_pool, make_pool_dir, pool_pids
 
 WHERE = "open({where!r}, 'w').write(open('/proc/%d/cmdline' % __import__('os').getppid()).read())"
+SMALL = '{"JEV_HARNESS_MEMORY_MB": "64"}'
+TOUCH = "for i in range(0, len(m), 4096):\n    m[i] = 1\n"
 HOGS = {
     "memory": ("{}", "b = bytearray(1536 << 20)\nb[::4096] = b'x' * len(b[::4096])\n"),
     "file": ('{"JEV_HARNESS_FILE_MB": "1"}', "open('big.bin', 'wb').write(b'x' * (2 << 20))\n"),
     "cpu": ('{"JEV_HARNESS_CPU_S": "2"}', "while True:\n    pass\n"),
+    # RLIMIT_DATA counts no shared mapping: 300 MB of `mmap.mmap(-1, N)` went through under
+    # 64 MiB (the budget hook refuses it); a private one is data; /dev/zero mapped shared is
+    # shared anonymous memory no hook sees (RLIMIT_AS, at the budget + AS_HEADROOM_MB)
+    "shared-mmap": (SMALL, "import mmap\nm = mmap.mmap(-1, 300 << 20)\n" + TOUCH),
+    "private-mmap": (
+        SMALL,
+        "import mmap\nm = mmap.mmap(-1, 300 << 20, flags=mmap.MAP_PRIVATE)\n" + TOUCH,
+    ),
+    "zero-mmap": (
+        SMALL,
+        "import mmap, os\nfd = os.open('/dev/zero', os.O_RDWR)\n"
+        "m = mmap.mmap(fd, 600 << 20, flags=mmap.MAP_SHARED)\n" + TOUCH,
+    ),
     # soft limits in `run` (the browser's are the user's): the script may not lift its own
     "lifted": (
         "{}",
@@ -42,6 +57,9 @@ NAMED = {
     "file": "the file size limit (JEV_HARNESS_FILE_MB=1)",
     "cpu": "the CPU time limit (2 s of CPU",
     "lifted": "the memory limit (JEV_HARNESS_MEMORY_MB=1024)",
+    "shared-mmap": "the memory limit (JEV_HARNESS_MEMORY_MB=64)",
+    "private-mmap": "the memory limit (JEV_HARNESS_MEMORY_MB=64)",
+    "zero-mmap": "the memory limit (JEV_HARNESS_MEMORY_MB=64)",
 }
 
 
@@ -82,7 +100,38 @@ def test_a_run_that_hits_a_limit_ends_naming_it(cli: HarnessCli, path: str, hog:
         pytest.fail(f"no run took the {path} path: {where.read_text()!r}")
 
 
-@pytest.mark.parametrize("hog", ["memory", "cpu"])
+@pytest.mark.parametrize("hog", ["shared-mmap", "private-mmap", "zero-mmap"])
+@pytest.mark.parametrize("path", ["warm", "cold"])
+def test_the_mcp_server_names_the_limit_its_script_hits(
+    cli: HarnessCli, path: str, hog: str
+) -> None:
+    """jev-harness-mcp loads the script in the same harness worker, under the same limits: a
+    server whose script hits one at load exits 2 naming it."""
+    env, body = HOGS[hog]
+    PATHS[path].prepare()
+    where = cli.tmp / "parent.txt"
+    script = _script(cli.tmp, body, where)
+    mcp = [sys.executable, "-m", "jev_harness.mcp", str(script), "--goal", "g", "--inputs", "{}"]
+    for _ in range(3):  # a loaded pool may be passed over for a cold spawn: then again
+        served = subprocess.run(
+            [*mcp, "--sessions-dir", str(cli.home), "--direct-only"],
+            cwd=cli.cwd,
+            env={**cli.env(), **json.loads(env), **PATHS[path].env()},
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert served.returncode == 2, served.stderr[-3000:]
+        assert NAMED[hog] in served.stderr, served.stderr[-3000:]
+        assert "Traceback" not in served.stderr
+        if (H.TITLE in where.read_text()) is (path == "warm"):
+            break  # the path really taken
+    else:
+        pytest.fail(f"no server took the {path} path: {where.read_text()!r}")
+
+
+@pytest.mark.parametrize("hog", ["memory", "cpu", "shared-mmap", "private-mmap"])
 def test_check_task_probe_hits_the_limit_and_names_it(short_tmp: Path, hog: str) -> None:
     env, body = HOGS[hog]
     script = _script(short_tmp, body)

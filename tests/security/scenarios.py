@@ -240,14 +240,19 @@ OUTSIDE = "OUTSIDE-THE-WORKSPACE-5d1f"  # the text of the file a workspace link 
 def special_files(world: World) -> dict[str, str]:
     """The probe's special files in the workspace (made on first call), name -> kind: a FIFO
     (a read once blocked forever), a character device (`mknod` as root: /dev/null's numbers,
-    never /dev/zero's, which a regression would read until memory ran out) and a symbolic
-    link to a file outside the workspace."""
-    made = {"pipe": "fifo", "null": "device", "escape": "symlink"}
+    never /dev/zero's, which a regression would read until memory ran out), a UNIX socket, a
+    block device (a loop device's numbers that no loop device has: an open of it would fail
+    ENXIO, so only a refusal by type before any open names it a device) and a symbolic link
+    to a file outside the workspace."""
+    made = {"pipe": "fifo", "null": "device", "sock": "socket", "loop": "device"}
+    made["escape"] = "symlink"
     ws = world.launch
     if not (ws / "escape").is_symlink():
         os.mkfifo(ws / "pipe")
+        os.mknod(ws / "sock", 0o666 | stat.S_IFSOCK)  # what bind(2) leaves, at any path length
         with contextlib.suppress(PermissionError):  # not root: no device
             os.mknod(ws / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+            os.mknod(ws / "loop", 0o666 | stat.S_IFBLK, os.makedev(7, 1023))
         (world.tmp / "outside.txt").write_text(OUTSIDE + "\n")
         (ws / "escape").symlink_to(world.tmp / "outside.txt")
     return {n: k for n, k in made.items() if os.path.lexists(ws / n)}

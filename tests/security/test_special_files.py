@@ -1,10 +1,13 @@
 """The file tools and the special files of a workspace (issue 32 item 3), on every path and
-agent front end (the model routes `read`): a FIFO, a device and a symbolic link out of the
-workspace are refused, each naming what it is, nothing blocks, and the linked file's text
-reaches no record. The probe run reads each first (scenarios.py `special_files`)."""
+agent front end (the model routes `read`): a FIFO, a character device, a UNIX socket, a block
+device (of a loop device number none has: refused by its type before any open, which would
+fail ENXIO) and a symbolic link out of the workspace are refused, each naming what it is,
+nothing blocks, and the linked file's text reaches no record. The probe run reads each first
+(scenarios.py `special_files`)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -25,6 +28,9 @@ def _reads(run: Run) -> dict[str, dict[str, Any]]:
 @needs(SHELL)
 def test_a_fifo_or_a_device_is_refused_by_type_and_the_run_goes_on(probe: Run) -> None:
     kinds = {n: k for n, k in special_files(probe.world).items() if k != "symlink"}
+    assert {"pipe", "sock"} <= set(kinds), kinds
+    if os.getuid() == 0:  # mknod of a device: root only
+        assert {"null", "loop"} <= set(kinds), kinds
     reads = _reads(probe)
     for name, kind in kinds.items():
         found = reads.get(name)

@@ -13,8 +13,9 @@ tools would, and the result must lie inside the workspace). Before the editor to
 - a path that does not exist yet: left to the editor (`write` creates it; read and edit say
   it does not exist).
 
-What the editor then reads is OpenHands' own opening by path; a file swapped for a FIFO after
-this check is bounded by the file tools' time limit (the kernel's `FILE_TOOL_S`).
+The editor then reads the file through a descriptor opened the same way (workers/tool/editor.py
+`WorkspaceEditor`: once per call, at most the cap and one byte), never the path again; a hung
+filesystem is bounded by the file tools' time limit (the kernel's `FILE_TOOL_S`).
 """
 
 from __future__ import annotations
