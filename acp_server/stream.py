@@ -10,7 +10,10 @@ recorded answer (`final`, redacted whole) will say:
 - it is at least N-1 characters before the end, N the longest literal the redactor replaces
   (a known secret or an encoded form of one: `Redactor.forms`), so one still arriving cannot
   have begun before it;
-- no complete occurrence of one runs across it.
+- no complete occurrence of one runs across it;
+- it is not a line start inside a run of base64 or hex characters broken by line breaks (one
+  wrapped encoded stream, which the redactor joins: `protocol/redact.py`), so a key's form
+  wrapped across lines is redacted whole, never sent a line at a time.
 
 Pieces are sent only when the text grew by a twentieth (at least 64 characters), so that the
 re-redaction of the prefix stays linear in the answer's length overall.
@@ -19,6 +22,8 @@ re-redaction of the prefix stays linear in the answer's length overall.
 from __future__ import annotations
 
 from typing import Protocol
+
+from protocol.redact import WRAPPED_CHARS
 
 MIN_STEP = 64
 
@@ -49,11 +54,21 @@ def safe_cut(raw: str, secrets: frozenset[str], limit: int | None = None) -> int
 
 
 def word_start(raw: str, at: int) -> int:
-    """The largest p <= at with raw[p - 1] whitespace and raw[p] not, else 0."""
+    """The largest p <= at with raw[p - 1] whitespace and raw[p] not, else 0; not a line
+    start between two characters of a wrapped encoding."""
     p = min(at, len(raw) - 1)
-    while p > 0 and not (raw[p - 1].isspace() and not raw[p].isspace()):
+    while p > 0 and not (raw[p - 1].isspace() and not raw[p].isspace() and not _wrapped(raw, p)):
         p -= 1
     return p
+
+
+def _wrapped(raw: str, p: int) -> bool:
+    """Is raw[p] the first character of a line that goes on a base64 or hex run of the line
+    before it (`\n` or `\r\n` between)?"""
+    if raw[p - 1] != "\n" or raw[p] not in WRAPPED_CHARS:
+        return False
+    before = p - 3 if p >= 3 and raw[p - 2] == "\r" else p - 2
+    return before >= 0 and raw[before] in WRAPPED_CHARS
 
 
 def occurrences(raw: str, secret: str, start: int, before: int) -> list[int]:

@@ -10,8 +10,10 @@ Every byte leaving jmp goes through the redactor, so its cost per event matters.
    base64 blob and hex digests) of 2 KB to 1 MB, the four keys known, timed with the raw values
    only (what 623aa1b redacted: its one alternation), with the encoded forms (this redactor),
    and with the forms in one alternation with the raw values (the design not taken). `none`:
-   no key in the text; `encoded`: each key base64- and hex-encoded once in it. The ratios are
-   to `raw`.
+   no key in the text; `encoded`: each key base64- and hex-encoded once in it; `wrapped-none`:
+   the same output with a line-wrapped base64 blob (GNU `base64`, 76 columns) and an `xxd -p`
+   dump (60 columns) of random bytes added, no key; `wrapped`: that one with the four keys'
+   `.env` printed through `base64` and `xxd -p` as well. The ratios are to `raw`.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import base64
 import os
 import re
 import statistics
+import textwrap
 import time
 from collections.abc import Callable
 from functools import partial
@@ -86,6 +89,23 @@ def tool_output(size: int, keyed: bool) -> str:
     return text
 
 
+def _wrap(text: str, width: int) -> str:
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False)) + "\n"
+
+
+def wrapped_output(size: int, keyed: bool) -> str:
+    """`tool_output(size, False)` with a wrapped base64 blob and an `xxd -p` dump added in the
+    middle (`keyed`: and the keys' `.env` printed by `base64` and by `xxd -p`)."""
+    text = tool_output(size, False)
+    blob = os.urandom(max(size // 20, 600))
+    dumps = [_wrap(base64.b64encode(blob).decode(), 76), _wrap(blob.hex(), 60)]
+    if keyed:
+        env = "".join(f"KEY_{i}={key}\n" for i, key in enumerate(KEYS)).encode()
+        dumps += [_wrap(base64.b64encode(env).decode(), 76), _wrap(env.hex(), 60)]
+    middle = len(text) // 2
+    return text[:middle] + "".join(dumps) + text[middle:]
+
+
 def encodings_table() -> list[str]:
     redactor = Redactor(KEYS)
     raw = _alternation(KEYS)
@@ -93,16 +113,21 @@ def encodings_table() -> list[str]:
     rows = [
         f"redact tool output, {len(KEYS)} keys known ({len(redactor.forms)} literals with"
         " their encoded forms), median of 9-51 interleaved runs",
-        f"{'size':>9} {'keys':>7} {'raw ms':>8} {'forms ms':>9} {'ratio':>6}"
+        f"{'size':>9} {'keys':>12} {'raw ms':>8} {'forms ms':>9} {'ratio':>6}"
         f" {'1 alternation ms':>17} {'ratio':>6}",
     ]
     for size in SIZES:
         runs = max(9, min(51, 3_000_000 // size))
-        for keyed in (False, True):
-            text = tool_output(size, keyed)
+        for case in ("none", "encoded", "wrapped-none", "wrapped"):
+            keyed = case in ("encoded", "wrapped")
+            if case.startswith("wrapped"):
+                text = wrapped_output(size, keyed)
+            else:
+                text = tool_output(size, keyed)
             out = redactor.text(text)
-            assert (REDACTED in out) == keyed
-            assert not keyed or not any(f in out for f in encoded_forms(KEYS[0]))
+            assert (REDACTED in out) == keyed, case
+            joined = out.replace("\r\n", "").replace("\n", "")  # (a wrapped form is whole)
+            assert not keyed or not any(f in joined for f in encoded_forms(KEYS[0])), case
             before, after, one = _interleaved(
                 [
                     partial(raw.sub, REDACTED, text),
@@ -112,7 +137,7 @@ def encodings_table() -> list[str]:
                 runs,
             )
             rows.append(
-                f"{len(text):>9,} {'encoded' if keyed else 'none':>7} {before * 1000:>8.2f}"
+                f"{len(text):>9,} {case:>12} {before * 1000:>8.2f}"
                 f" {after * 1000:>9.2f} {after / before:>5.2f}x {one * 1000:>17.2f}"
                 f" {one / before:>5.2f}x"
             )

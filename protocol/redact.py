@@ -14,12 +14,23 @@ alternation of them with the raw values would make every call 3 to 37 times slow
 (bench/redact.py): instead each form present (one `in` per form, at memory speed) is replaced
 by `str.replace`, longest first, and then the raw values and the token formats by their one
 pattern, as before.
+
+Line-wrapped encodings (`base64` and `openssl base64`, `base64 -w N`, `xxd -p`, CRLF line ends)
+and hex dumps (`xxd`, `hexdump -C`, `od -A x -t x1z`: an offset, hex bytes in groups, a text
+column) hold the same forms with line breaks or spaces between their characters. A wrapped one
+is found in the text without its line breaks (two `str.replace`, then one `in` per form), and
+only where one is are its occurrences mapped back (`_unjoined`); a dump's lines are found from
+their line breaks and joined (`_Pieces`): the hex groups for the hex forms, the text column for
+the raw values. Each line's piece of an occurrence is replaced by the marker, so that every
+line keeps its place and no line keeps a character of the run. `value` joins the consecutive
+strings of a list as lines (a wrapped encoding kept as a list of its lines).
 """
 
 from __future__ import annotations
 
 import base64
 import re
+from bisect import bisect_right
 from collections.abc import Iterable
 from typing import Any
 from urllib.parse import quote, quote_plus
@@ -29,6 +40,7 @@ from protocol.secrets import MIN_SECRET_CHARS, REDACTED, TOKEN_PATTERNS
 __all__ = [
     "MIN_ENCODED_SECRET_CHARS",
     "REDACTED",
+    "WRAPPED_CHARS",
     "Redactor",
     "encoded_forms",
     "redact",
@@ -97,6 +109,95 @@ def encoded_forms(secret: str) -> frozenset[str]:
     return frozenset(found)
 
 
+# The characters of base64 (both alphabets) and hex: a wrapped stream of them is joined
+WRAPPED_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/_-")
+# A line's text between line breaks: the pieces of a wrapped form, each replaced
+_LINE = re.compile(r"[^\r\n]+")
+
+# A hex dump's line: an offset (6-16 hex digits, then `:` or one or two spaces) and one or more
+# groups of hex bytes, or two or more groups, one or two spaces apart (`xxd`: groups of 2 bytes;
+# `xxd -g1`, `hexdump -C`, `od -A x -t x1`: single bytes); only line starts are tried. Then
+# the text column, where the bytes are shown as characters: a raw secret in it is cut by the
+# line ends.
+_GROUP = r"(?:[0-9a-fA-F]{2})+(?![0-9A-Za-z])"
+_OFFSET = r"(?P<offset>[0-9a-fA-F]{6,16}(?:: ?| {1,2}))"
+_DUMP_LINE = re.compile(  # after a line break: re finds the literal `\n` at memory speed
+    rf"\n[ \t]*(?:{_OFFSET}{_GROUP}|{_GROUP} {{1,2}}{_GROUP})(?: {{1,2}}{_GROUP})*"
+)
+# The text column after the groups: `xxd`'s, `hexdump -C`'s `|...|`, `od -t x1z`'s `>...<`
+_TEXT_COLUMN = re.compile(r" +[|>]?(.*?)[|<]?\r?$", re.M)
+_HEX_GROUP = re.compile(r"[0-9a-fA-F]+")
+
+
+class _Pieces:
+    """Spans of a text whose characters, joined, are one encoded stream."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[int, int]] = []
+        self.starts: list[int] = []  # where each span starts in the joined text
+        self.joined: list[str] = []
+        self.size = 0
+
+    def add(self, text: str, start: int, end: int) -> None:
+        self.spans.append((start, end))
+        self.starts.append(self.size)
+        self.joined.append(text[start:end])
+        self.size += end - start
+
+    def covered(self, forms: Iterable[str]) -> list[tuple[int, int]]:
+        """The parts of the spans that an occurrence of one of `forms` in the joined text
+        covers."""
+        joined = "".join(self.joined)
+        found: list[tuple[int, int]] = []
+        for form in forms:
+            at = joined.find(form)
+            while at >= 0:
+                end = at + len(form)
+                first = bisect_right(self.starts, at) - 1
+                for i in range(first, len(self.spans)):
+                    if self.starts[i] >= end:
+                        break
+                    start, stop = self.spans[i]
+                    offset = self.starts[i]
+                    found.append((start + max(at - offset, 0), min(start + end - offset, stop)))
+                at = joined.find(form, at + 1)
+        return found
+
+
+def _unbroken(s: str) -> str:
+    """s without its line breaks (CRLF, LF)."""
+    return s.replace("\r\n", "").replace("\n", "") if "\n" in s else s
+
+
+def _unjoined(s: str, at: int, p: int = 0, q: int = 0) -> int:
+    """The index in s of character `at` of s without its line breaks (CRLF, LF), counted on
+    from a character known to be the q-th of it (p <= at's; s[p] not a break)."""
+    base = p
+    while True:  # p - (the break characters from base to p) grows to `at` - q, from below
+        removed = s.count("\n", base, p) + s.count("\r\n", base, p)
+        if p - base - removed == at - q and s[p] not in "\r\n":
+            return p
+        p = max(base + at - q + removed, p + (s[p] in "\r\n"))
+
+
+def _replace_spans(s: str, spans: list[tuple[int, int]]) -> str:
+    """s with each span replaced by the marker, spans that overlap or are only spaces apart
+    (the groups of one dump line) replaced by one."""
+    spans.sort()
+    merged: list[list[int]] = []
+    for start, end in spans:
+        if merged and (start <= merged[-1][1] or not s[merged[-1][1] : start].strip(" \t")):
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    out, at = [], 0
+    for start, end in merged:
+        out += [s[at:start], REDACTED]
+        at = end
+    out.append(s[at:])
+    return "".join(out)
+
+
 def _alternation(literals: Iterable[str]) -> re.Pattern[str]:
     """The literals, longest first (a secret that contains another is replaced whole), then the
     token formats."""
@@ -112,6 +213,9 @@ class Redactor:
         self._secrets: set[str] = set()
         self._encoded: tuple[str, ...] = ()  # the secrets' encoded forms, longest first
         self._shortest = 0  # the length of the shortest form
+        self._wrappable: frozenset[str] = frozenset()  # the base64 and hex forms (no `%`)
+        self._hex: tuple[str, ...] = ()
+        self._shortest_hex = 0
         self._pattern = re.compile(_TOKENS)
         self.add(*secrets)
 
@@ -125,6 +229,9 @@ class Redactor:
         forms = set().union(*(encoded_forms(s) for s in self._secrets)) - self._secrets
         self._encoded = tuple(sorted(forms, key=lambda f: (-len(f), f)))
         self._shortest = min(map(len, forms), default=0)
+        self._wrappable = frozenset(f for f in self._encoded if "%" not in f)
+        self._hex = tuple(f for f in self._wrappable if _HEX_GROUP.fullmatch(f))
+        self._shortest_hex = min(map(len, self._hex), default=0)
         self._pattern = _alternation(self._secrets)
 
     @property
@@ -141,10 +248,94 @@ class Redactor:
     def text(self, s: str) -> str:
         """The string with every secret, encoded form of one, and token replaced."""
         if len(s) >= self._shortest:  # most strings of a record are shorter than any form
-            for form in self._encoded:
-                if form in s:
+            # A form broken by line breaks is whole once they are gone (any width, any offset),
+            # as is one that is not: one `in` per form over that text, at memory speed
+            whole = _unbroken(s)
+            broken = []  # the forms that are there with a line break in them
+            for form in (form for form in self._encoded if form in whole):
+                here = s.count(form)
+                if whole.count(form) > here:
+                    broken.append(form)
+                if here:
                     s = s.replace(form, REDACTED)
+            s = self._broken(s, broken)
         return self._pattern.sub(REDACTED, s)
+
+    def _broken(self, s: str, broken: list[str]) -> str:
+        """s with the base64 and hex forms (of `broken`) replaced where line breaks (a wrapped
+        stream) run through them, and the hex forms where a hex dump's layout does."""
+        spans = self._broken_spans(s, broken)
+        return _replace_spans(s, spans) if spans else s
+
+    def _broken_spans(self, s: str, found: Iterable[str]) -> list[tuple[int, int]]:
+        """Where `_broken` puts the marker: spans within one line each."""
+        spans: list[tuple[int, int]] = []
+        wrappable = [form for form in found if form in self._wrappable]
+        joined = _unbroken(s) if wrappable else ""
+        broken = [form for form in wrappable if form in joined]
+        for form in broken:  # (rare: a key is there) each line's piece of each occurrence
+            start, known, at = 0, 0, joined.find(form)
+            while at >= 0:
+                start = _unjoined(s, at, start, known)
+                end = _unjoined(s, at + len(form) - 1, start, at) + 1
+                spans += [p.span() for p in _LINE.finditer(s, start, end)]
+                known, at = at, joined.find(form, at + 1)
+        if self._hex:
+            spans += self._dumped(s)
+        return spans
+
+    def _lines(self, items: list[Any]) -> list[Any]:
+        """items (each redacted) with the forms that run across consecutive strings, as across
+        lines, replaced: a wrapped encoding kept as a list of its lines."""
+        at = 0
+        while at < len(items):
+            end = at
+            while end < len(items) and isinstance(items[end], str):
+                end += 1
+            if end - at > 1 and sum(map(len, items[at:end])) >= self._shortest:
+                starts, size = [], 0
+                for item in items[at:end]:
+                    starts.append(size)
+                    size += len(item) + 1
+                spans = self._broken_spans("\n".join(items[at:end]), self._wrappable)
+                for i in range(at, end):
+                    start, stop = starts[i - at], starts[i - at] + len(items[i])
+                    mine = [(a - start, b - start) for a, b in spans if start <= a and b <= stop]
+                    if mine:
+                        items[i] = _replace_spans(items[i], mine)
+            at = end + 1
+        return items
+
+    def _dumped(self, s: str) -> list[tuple[int, int]]:
+        """The spans of hex forms in the hex columns of a dump's consecutive lines, and of the
+        raw secrets in their text columns."""
+        spans: list[tuple[int, int]] = []
+        hexed, shown, after = _Pieces(), _Pieces(), -1  # after: where the last line ended
+        s = "\n" + s  # (so that the first line follows a line break too; spans shift by 1)
+        for line in _DUMP_LINE.finditer(s):
+            if hexed.size and s[after : line.start() + 1].strip("\r\n"):
+                spans += self._dump_block(hexed, shown)
+                hexed, shown = _Pieces(), _Pieces()
+            start = line.start() + 1 if line["offset"] is None else line.end("offset")
+            first, last = 0, start
+            for group in _HEX_GROUP.finditer(s, start, line.end()):
+                size = group.end() - group.start()
+                if first and group.start() - last > 1 and size != first:
+                    break  # after two spaces, a word of the text column
+                first, last = first or size, group.end()
+                hexed.add(s, group.start(), group.end())
+            after = s.find("\n", line.end())
+            after = len(s) if after < 0 else after
+            text = _TEXT_COLUMN.match(s, last, after)
+            if text is not None:
+                shown.add(s, text.start(1), text.end(1))
+        spans += self._dump_block(hexed, shown)
+        return [(start - 1, end - 1) for start, end in spans]
+
+    def _dump_block(self, hexed: _Pieces, shown: _Pieces) -> list[tuple[int, int]]:
+        if hexed.size < self._shortest_hex:
+            return []
+        return hexed.covered(self._hex) + shown.covered(self._secrets)
 
     def value(self, obj: Any) -> Any:
         """A deep copy of dicts/lists/tuples with every string (keys too) redacted."""
@@ -153,9 +344,9 @@ class Redactor:
         if isinstance(obj, dict):
             return {self.value(k): self.value(v) for k, v in obj.items()}
         if isinstance(obj, list):
-            return [self.value(v) for v in obj]
+            return self._lines([self.value(v) for v in obj])
         if isinstance(obj, tuple):
-            return tuple(self.value(v) for v in obj)
+            return tuple(self._lines([self.value(v) for v in obj]))
         return obj
 
 

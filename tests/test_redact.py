@@ -4,6 +4,8 @@ nothing else."""
 from __future__ import annotations
 
 import base64
+import re
+import string
 from urllib.parse import quote, quote_plus
 
 import pytest
@@ -12,6 +14,7 @@ from hypothesis import strategies as st
 
 from kernel.store.redact import REDACTED, Redactor
 from protocol.redact import MIN_ENCODED_SECRET_CHARS
+from tests.support.decoded import leaked, windows
 
 
 def test_known_secrets_are_replaced_everywhere_in_a_string():
@@ -352,3 +355,216 @@ def test_a_debug_traceback_shows_no_encoded_key(monkeypatch, capsys) -> None:
     err = capsys.readouterr().err
     assert "RuntimeError: boom" in err
     assert encoded[:-4] not in err and REDACTED in err
+
+
+# --- encodings broken by line breaks or laid out as a dump (issue 32 item 6, wrapped) --------
+#
+# Checked by decoding (tests/support/decoded.py), not by the redactor's list of forms: what is
+# left of the text, stripped to an alphabet and decoded in every alignment, holds no 6 bytes of
+# the key, where the same oracle finds the key in the text before redaction.
+
+_NOT_AN_ALPHABET = st.characters(
+    min_codepoint=32, max_codepoint=0x2FF, exclude_characters="+/_-\\", categories=("P", "Z", "S")
+)
+AROUND_ONLY = st.text(_NOT_AN_ALPHABET, max_size=30)  # text that decodes to nothing
+
+
+def _wrap(encoded: str, width: int, offset: int, eol: str) -> str:
+    """encoded broken into lines of `width` characters, the first `offset` characters short of
+    it (the stream starts mid-line)."""
+    first = max(width - offset, 1)
+    lines = [encoded[:first]]
+    lines += [encoded[i : i + width] for i in range(first, len(encoded), width)]
+    return eol.join(lines) + eol
+
+
+def _check_decoded(key: str, before: bytes, after: bytes, text: str, redacted: str) -> None:
+    raw = key.encode()
+    assume(not any(w in before + after for w in windows(raw)))
+    assert leaked(text, raw), "the oracle cannot see the key in the unredacted text"
+    assert REDACTED in redacted
+    assert not leaked(redacted, raw), (redacted, leaked(redacted, raw))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=KEYS,
+    before=st.binary(max_size=120),
+    after=st.binary(max_size=40),
+    alphabet=st.sampled_from(sorted(B64)),
+    padded=st.booleans(),
+    width=st.integers(1, 100),
+    offset=st.integers(0, 99),
+    eol=st.sampled_from(["\n", "\r\n"]),
+    left=AROUND_ONLY,
+    right=AROUND_ONLY,
+)
+def test_wrapped_base64_of_a_key_decodes_to_nothing_of_it(
+    key: str,
+    before: bytes,
+    after: bytes,
+    alphabet: str,
+    padded: bool,
+    width: int,
+    offset: int,
+    eol: str,
+    left: str,
+    right: str,
+) -> None:
+    """`base64` (76 columns), `openssl base64` (64), `base64 -w N` at any N, CRLF: the key at
+    any byte of the stream (what precedes it in the file sets its alignment and column), the
+    stream starting anywhere on its first line."""
+    key = key.strip()
+    assume(len(key) >= MIN_ENCODED_SECRET_CHARS)
+    encoded = B64[alphabet](before + key.encode() + after).decode()
+    encoded = encoded if padded else encoded.rstrip("=")
+    text = left + " " * (offset % width) + _wrap(encoded, width, offset % width, eol) + right
+    _check_decoded(key, before, after, text, Redactor([key]).text(text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=KEYS,
+    before=st.binary(max_size=80),
+    after=st.binary(max_size=40),
+    upper=st.booleans(),
+    width=st.integers(1, 100),
+    offset=st.integers(0, 99),
+    eol=st.sampled_from(["\n", "\r\n"]),
+    left=AROUND_ONLY,
+    right=AROUND_ONLY,
+)
+def test_wrapped_hex_of_a_key_decodes_to_nothing_of_it(
+    key: str,
+    before: bytes,
+    after: bytes,
+    upper: bool,
+    width: int,
+    offset: int,
+    eol: str,
+    left: str,
+    right: str,
+) -> None:
+    """`xxd -p` (60 columns), `xxd -p -c N`, odd widths that split a byte across lines."""
+    key = key.strip()
+    assume(len(key) >= MIN_ENCODED_SECRET_CHARS)
+    hexed = (before + key.encode() + after).hex()
+    hexed = hexed.upper() if upper else hexed
+    text = left + " " * (offset % width) + _wrap(hexed, width, offset % width, eol) + right
+    _check_decoded(key, before, after, text, Redactor([key]).text(text))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.lists(KEYS, min_size=1, max_size=4),
+    blob=st.binary(min_size=1, max_size=600),
+    width=st.integers(1, 100),
+    eol=st.sampled_from(["\n", "\r\n"]),
+    text=st.text(max_size=200),
+)
+def test_wrapped_blobs_holding_no_key_are_unchanged(
+    keys: list[str], blob: bytes, width: int, eol: str, text: str
+) -> None:
+    """Line-wrapped base64 and hex of other bytes, and any text, pass verbatim: the wrapped
+    forms add no false positive."""
+    redactor = Redactor(keys)
+    raws = [k.strip().encode() for k in keys if len(k.strip()) >= MIN_ENCODED_SECRET_CHARS]
+    assume(not any(w in blob for raw in raws for w in windows(raw, 4)))
+    assume(not any(k.strip() in text for k in keys))
+    wrapped = _wrap(base64.b64encode(blob).decode(), width, 0, eol) + _wrap(
+        blob.hex(), width, 0, eol
+    )
+    whole = text + eol + wrapped + text
+    assume(not any(form in whole.replace("\r\n", "").replace("\n", "") for form in redactor.forms))
+    assert redactor.text(whole) == whole
+
+
+_DUMPERS = {
+    "xxd": ["xxd"],
+    "xxd -u": ["xxd", "-u"],
+    "xxd -g1": ["xxd", "-g1"],
+    "xxd -c 10": ["xxd", "-c", "10"],
+    "hexdump -C": ["hexdump", "-C"],
+    "od -A x -t x1z": ["od", "-A", "x", "-t", "x1z"],
+    "od -An -t x1": ["od", "-An", "-t", "x1"],
+}
+
+
+def _dump_columns(text: str) -> tuple[str, str]:
+    """The hex digits of a dump (each line without its first word, the offset, where it has
+    one, and without the text column after its last double space) and its text columns
+    joined. Independent of the redactor's own parsing: a cruder one."""
+    digits, shown = [], []
+    for line in text.splitlines():
+        words = line.split(" ", 1)
+        body = words[1] if len(words) == 2 and len(words[0]) >= 6 else line
+        hexed, sep, column = body.rstrip().rpartition("  ")
+        if not sep or not _NOT_HEX_OR_SPACE.search(column):
+            hexed, column = body, ""
+        digits.append(hexed)
+        shown.append(column.strip().strip("|<>"))
+    return "".join(digits), "".join(shown)
+
+
+_NOT_HEX_OR_SPACE = re.compile(r"[^0-9a-fA-F ]")
+
+
+@pytest.mark.parametrize("dumper", sorted(_DUMPERS))
+@pytest.mark.parametrize("seed", range(8))
+def test_a_key_in_a_hex_dump_decodes_to_nothing_of_it(dumper: str, seed: int, tmp_path) -> None:
+    """`xxd`'s default layout (offset, hex in groups, text column), its variants, `hexdump -C`
+    and `od`: a `.env` of two keys dumped whole; neither the hex columns nor the text columns
+    (where the key is printed as text, cut by the line ends) give a key back."""
+    import random
+    import shutil
+    import subprocess
+
+    argv = _DUMPERS[dumper]
+    if shutil.which(argv[0]) is None:
+        pytest.skip(f"{argv[0]} is not installed")
+    rng = random.Random(seed)
+    alphabet = string.ascii_letters + string.digits + "+/="
+    keys = [
+        f"{name}-{''.join(rng.choice(alphabet) for _ in range(rng.randint(12, 40)))}"
+        for name in ("jevkey", "flashkey")
+    ]
+    env = "".join(f"{'X' * rng.randint(0, 20)}KEY_{i}={key}\n" for i, key in enumerate(keys))
+    (tmp_path / ".env").write_text(env)
+    dump = subprocess.run([*argv, str(tmp_path / ".env")], capture_output=True, text=True)
+    assert dump.returncode == 0, dump.stderr
+    redacted = Redactor(keys).text(dump.stdout)
+    for key in keys:
+        digits, shown = _dump_columns(dump.stdout)
+        assert leaked(digits, key), "the oracle cannot see the key in the dump"
+        assert key in shown or dumper == "od -An -t x1", "no text column"
+        digits, shown = _dump_columns(redacted)
+        assert not leaked(digits, key), (redacted, leaked(digits, key))
+        assert not [w for w in windows(key.encode()) if w.decode() in shown], redacted
+    assert redacted.count("\n") == dump.stdout.count("\n"), "a line was lost"
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    key=KEYS,
+    before=st.binary(max_size=80),
+    width=st.integers(1, 100),
+    hexed=st.booleans(),
+    tail=st.lists(st.integers() | AROUND_ONLY, max_size=3),
+)
+def test_a_wrapped_key_kept_as_a_list_of_its_lines_decodes_to_nothing_of_it(
+    key: str, before: bytes, width: int, hexed: bool, tail: list[object]
+) -> None:
+    """A task's data or a tool's result may hold the printed lines as a list of strings: the
+    deep copy (`Redactor.value`) joins consecutive strings as lines, so the key is found across
+    them as it is across the lines of one string."""
+    import json
+
+    key = key.strip()
+    assume(len(key) >= MIN_ENCODED_SECRET_CHARS)
+    raw = before + key.encode() + b"\n"
+    encoded = raw.hex() if hexed else base64.b64encode(raw).decode()
+    lines = ["DUMP", *_wrap(encoded, width, 0, "\n").splitlines(), *tail]
+    redacted = Redactor([key]).value({"printed": lines, "more": tuple(lines)})
+    text = json.dumps(redacted)
+    _check_decoded(key, before, b"", json.dumps(lines), text)
+    assert len(redacted["printed"]) == len(lines) and isinstance(redacted["more"], tuple)

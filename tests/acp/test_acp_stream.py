@@ -91,3 +91,28 @@ def test_a_resent_request_stops_the_stream_and_the_answer_follows_whole() -> Non
 def spoken(updates: list) -> list:
     """The message updates of a final (its plan and session info beside them left out)."""
     return [u for u in updates if u.session_update == "agent_message_chunk"]
+
+
+@pytest.mark.parametrize("width", [7, 60, 64, 76])
+@pytest.mark.parametrize("eol", ["\n", "\r\n"])
+def test_a_wrapped_encoded_key_is_never_sent_a_line_at_a_time(width: int, eol: str) -> None:
+    """An answer holding a `.env` printed by `base64` (or `xxd -p`) at some width: the stream
+    never cuts inside the wrapped run (the redactor joins its lines to find the key), so no
+    piece sent lets the key be decoded, and what was sent is a prefix of the recorded answer."""
+    import base64
+    import textwrap
+
+    from tests.support.decoded import leaked
+
+    key = "flashkey-Qw3rTy7uI0pAsDfGhJ+kL/zX"
+    env = f"FLASH_API_KEY={key}\n".encode()
+    dumps = [base64.b64encode(env).decode(), env.hex()]
+    block = "".join(eol.join(textwrap.wrap(d, width)) + eol for d in dumps)
+    answer = "Here is the file:" + eol + block + " and more words" * 20
+    redactor = Redactor([key])
+    stream = AnswerStream(redactor)
+    for offset, text in pieces(answer, [3] * 2000):
+        stream.feed(offset, text)
+        assert not leaked(stream.sent, key, 4), stream.sent
+    assert stream.sent and redactor.text(answer).startswith(stream.sent)
+    assert "and more words" in stream.sent

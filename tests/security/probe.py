@@ -15,7 +15,9 @@ out redacted). Given ENV_FILE (the workspace's `.env`, or jmp's key file: the ru
 prints each key's common encodings, `ENC <name> <form> <text>`: base64 with the key at byte 0, 1 and
 2 of a group, standard and URL-safe, padded and not; hex in both cases; percent-encoding of
 every byte and as `urllib.parse.quote`/`quote_plus` do (issue 32 item 6: the redactor must
-know them all).
+know them all). Before those it prints the whole file line-wrapped, between `DUMP <how>` lines
+and a last `DUMP end`: through GNU `base64` (76 columns) and `xxd -p` (60 columns), each key
+then broken across lines at whatever column the file puts it.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ from __future__ import annotations
 import base64
 import json
 import os
+import shutil
+import subprocess
 import sys
+import textwrap
 from pathlib import Path
 from urllib.parse import quote, quote_plus
 
@@ -135,6 +140,25 @@ def print_encodings(env_file: Path) -> None:
                 print("ENC", name, form, found)
 
 
+def print_dumps(env_file: Path) -> None:
+    """The whole file as `base64 FILE` and `xxd -p FILE` print it (the tools themselves where
+    installed, their layout otherwise: the header says which)."""
+    raw = env_file.read_bytes()
+    for tool, width, encode in (
+        ("base64", 76, lambda b: base64.b64encode(b).decode()),
+        ("xxd", 60, bytes.hex),
+    ):
+        argv = [tool, str(env_file)] if tool == "base64" else [tool, "-p", str(env_file)]
+        if shutil.which(tool):
+            text = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+            print("DUMP", " ".join(argv[:-1]))
+        else:
+            text = "\n".join(textwrap.wrap(encode(raw), width)) + "\n"
+            print("DUMP", " ".join(argv[:-1]), "(its layout: not installed)")
+        print(text, end="")
+    print("DUMP end")
+
+
 def main(out: Path, marker: str, env_file: Path | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     readable_control = control()
@@ -168,6 +192,7 @@ def main(out: Path, marker: str, env_file: Path | None = None) -> None:
     for line in marked:
         print("CMDLINE", line)
     if env_file is not None:
+        print_dumps(env_file)
         print_encodings(env_file)
     print("PROBED", len(readable))
 

@@ -65,11 +65,22 @@ class ProbeTask(jev.Task):
         ]
         done = subprocess.run(argv, capture_output=True, text=True, timeout=120)
         self.ran = True
-        # The outcome text keeps its first 1,200 characters: the encodings printed (probe.py)
-        # go first, and in full into the outcome's data (the result artifact keeps it).
-        printed = [line for line in done.stdout.splitlines() if line.startswith("ENC ")]
-        text = "\n".join([*printed, done.stdout + done.stderr])
-        return jev.Outcome("ok", "probed", text=text, data={"printed": printed})
+        # The outcome text keeps its first 1,200 characters: the encodings printed (probe.py),
+        # the wrapped dumps of the whole file first, go first, and in full into the outcome's
+        # data (the result artifact keeps it).
+        # (The dumps go in as one text, as printed, and as the list of their lines, which the
+        # redactor joins too.)
+        lines = done.stdout.splitlines()
+        at = [i for i, line in enumerate(lines) if line.startswith("DUMP ")]
+        dumps = "".join(f"{line}\n" for line in lines[at[0] : at[-1] + 1]) if at else ""
+        printed = [line for line in lines if line.startswith("ENC ")]
+        text = dumps + "\n".join([*printed, done.stdout + done.stderr])
+        return jev.Outcome(
+            "ok",
+            "probed",
+            text=text,
+            data={"dumps": dumps, "printed": printed, "dump_lines": dumps.splitlines()},
+        )
 
     def keep_what_the_process_holds(self) -> None:
         try:

@@ -22,7 +22,7 @@ import pytest
 
 from tests.security.frontends import KEY_FILE, SHELL, needs
 from tests.security.scenarios import RUN_TIMEOUT_S, Run
-from tests.security.world import KEY_NAMES, encoded_forms, iter_leaks, session_bytes
+from tests.security.world import KEY_NAMES, encoded_leaks, iter_leaks, session_bytes
 
 pytestmark = [pytest.mark.timeout(RUN_TIMEOUT_S + 120), needs(KEY_FILE)]
 
@@ -51,9 +51,9 @@ def test_no_file_key_leaves_raw_or_encoded(keyfile: Run) -> None:
     assert "ENC TYPESAFE_API_KEY" in stored, "the file's keys were never printed: proves nothing"
     everything += stored
     assert not list(iter_leaks(everything, keyfile.world.secrets()))
-    for name, key in _stored(keyfile).items():
-        for form in encoded_forms(key):
-            assert form not in everything, f"{name} of the key file left encoded"
+    assert "DUMP base64" in stored, "the key file was never printed wrapped: proves nothing"
+    leaks = encoded_leaks(everything, _stored(keyfile))
+    assert not leaks, f"{leaks}: the key file's keys left encoded"
 
 
 def test_no_file_key_in_any_environment_the_untrusted_code_reads(keyfile: Run) -> None:
@@ -74,7 +74,9 @@ def test_the_shells_output_of_the_file_reaches_the_models_redacted(keyfile: Run)
     bodies = json.dumps([r["body"] for r in keyfile.world.flash.requests], default=str)
     assert "ENC FLASH_API_KEY" in bodies, "Flash never saw the printout: proves nothing"
     for name, key in _stored(keyfile).items():
-        assert key not in bodies and not [f for f in encoded_forms(key) if f in bodies], name
+        assert key not in bodies, name
+    leaks = encoded_leaks(bodies, _stored(keyfile))
+    assert not leaks, f"{leaks} reached Flash"
 
 
 def test_the_key_file_stays_its_owners_alone(keyfile: Run) -> None:

@@ -15,7 +15,7 @@ import pytest
 
 from tests.security.frontends import ACP_FRAMES, ANSWER, SHELL, needs
 from tests.security.scenarios import RUN_TIMEOUT_S, Run
-from tests.security.world import encoded_forms, iter_leaks, session_bytes
+from tests.security.world import encoded_leaks, iter_leaks, session_bytes, sqlite_text
 
 pytestmark = pytest.mark.timeout(RUN_TIMEOUT_S + 120)
 
@@ -58,25 +58,25 @@ def test_no_encoded_key_leaves(probe: Run) -> None:
     everything = probe.outcome.output + probe.outcome.stderr
     everything += json.dumps(probe.requests(), default=str)
     everything += session_bytes(probe.world.home).decode("utf-8", "replace")
-    for name, key in probe.world.keys.items():
-        for form in encoded_forms(key):
-            assert form not in everything, f"{name} left encoded"
+    leaks = encoded_leaks(everything, probe.world.keys)
+    assert not leaks, f"{leaks} left encoded"
 
 
 # The untrusted code also prints every key it read from the workspace's `.env` in its common
 # encodings (probe.py `ENC` lines: base64 in three alignments and two alphabets, hex, percent;
-# issue 32 item 6). The redactor knows the raw keys, so it must know those forms too, in every
-# place the raw keys are kept out of. Each row first finds the printout there (or says why it
-# cannot be), so that it proves something.
+# issue 32 item 6), and before them the whole file line-wrapped through GNU `base64` and
+# `xxd -p` (`DUMP` lines: each key broken across lines wherever the file puts it). The redactor
+# knows the raw keys, so it must know those forms too, in every place the raw keys are kept out
+# of. Each row first finds the printout there (or says why it cannot be), so that it proves
+# something, then decodes what is there (world.encoded_leaks: every base64 and hex alignment,
+# line breaks and all other text dropped), not a list of the forms the redactor knows.
+
+PRINTOUT = ("DUMP base64", "DUMP xxd -p", "ENC TYPESAFE_API_KEY")
 
 
-def _encoded(text: str, probe: Run) -> list[str]:
-    return [
-        f"{name} as {form!r}"
-        for name, key in probe.world.keys.items()
-        for form in encoded_forms(key)
-        if form in text
-    ]
+def _printed(text: str, where: str) -> None:
+    missing = [line for line in PRINTOUT if line not in text]
+    assert not missing, f"{missing} not in {where}: the row proves nothing"
 
 
 def _stored(probe: Run, pattern: str) -> str:
@@ -87,28 +87,36 @@ def _stored(probe: Run, pattern: str) -> str:
 
 def test_no_encoded_key_in_the_event_log(probe: Run) -> None:
     log = _stored(probe, "events.jsonl")
-    # (a task's outcome text in the log is its first 1,200 characters: the first key's lines)
-    assert "ENC TYPESAFE_API_KEY" in log, "the printout is not in the log: proves nothing"
-    assert not _encoded(log, probe), f"{_encoded(log, probe)} in events.jsonl"
+    # (a task's outcome text in the log is its first 1,200 characters: the dumps, then the
+    # first key's lines)
+    _printed(log, "the log")
+    leaks = encoded_leaks(log, probe.world.keys)
+    assert not leaks, f"{leaks} in events.jsonl"
 
 
 @needs(SHELL)
 def test_no_encoded_key_in_the_recall_index(probe: Run) -> None:
-    """(A jev-harness session keeps no recall index.)"""
-    index = _stored(probe, "memory.sqlite3*")
-    assert "ENC FLASH_API_KEY" in index, "the printout is not indexed: the row proves nothing"
-    assert not _encoded(index, probe), f"{_encoded(index, probe)} in memory.sqlite3"
+    """(A jev-harness session keeps no recall index.) Read through SQLite, which splits a long
+    text across pages in the file, and as the raw files too."""
+    files = sorted(p for p in probe.world.home.rglob("memory.sqlite3") if p.is_file())
+    assert files, "no memory.sqlite3 under the sessions dir"
+    index = "\n".join(sqlite_text(path) for path in files)
+    _printed(index, "the recall index")
+    leaks = encoded_leaks(index, probe.world.keys)
+    leaks += encoded_leaks(_stored(probe, "memory.sqlite3*"), probe.world.keys)
+    assert not leaks, f"{leaks} in memory.sqlite3"
 
 
 def test_no_encoded_key_in_the_artifacts(probe: Run) -> None:
     stored = _stored(probe, "artifacts/**/*")
-    assert "ENC FLASH_API_KEY" in stored, "no artifact holds the printout: proves nothing"
-    assert not _encoded(stored, probe), f"{_encoded(stored, probe)} in the artifacts"
+    _printed(stored, "any artifact")
+    leaks = encoded_leaks(stored, probe.world.keys)
+    assert not leaks, f"{leaks} in the artifacts"
 
 
 def test_no_encoded_key_in_what_the_client_received(probe: Run) -> None:
-    output = probe.outcome.output
-    assert not _encoded(output, probe), f"{_encoded(output, probe)} reached the client"
+    leaks = encoded_leaks(probe.outcome.output, probe.world.keys)
+    assert not leaks, f"{leaks} reached the client"
 
 
 @needs(SHELL)
@@ -116,8 +124,9 @@ def test_no_encoded_key_in_a_jev_request(probe: Run) -> None:
     """Jev routes the step after the shell's (a harness task's one operation is chosen before
     it runs, and the task then completes: its Jev never reads an outcome)."""
     bodies = json.dumps([r["body"] for r in probe.world.jev.requests], default=str)
-    assert "ENC FLASH_API_KEY" in bodies, "Jev never saw the printout: the row proves nothing"
-    assert not _encoded(bodies, probe), f"{_encoded(bodies, probe)} reached Jev"
+    _printed(bodies, "a Jev request")
+    leaks = encoded_leaks(bodies, probe.world.keys)
+    assert not leaks, f"{leaks} reached Jev"
 
 
 @needs(SHELL)
@@ -125,8 +134,9 @@ def test_no_encoded_key_in_a_flash_request(probe: Run) -> None:
     """Flash writes the shell command and reads its output (the harness family asks no
     Flash)."""
     bodies = json.dumps([r["body"] for r in probe.world.flash.requests], default=str)
-    assert "ENC FLASH_API_KEY" in bodies, "Flash never saw the printout: the row proves nothing"
-    assert not _encoded(bodies, probe), f"{_encoded(bodies, probe)} reached Flash"
+    _printed(bodies, "a Flash request")
+    leaks = encoded_leaks(bodies, probe.world.keys)
+    assert not leaks, f"{leaks} reached Flash"
 
 
 @needs(ANSWER)

@@ -8,7 +8,6 @@ run's processes from every other one on the machine.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import secrets
@@ -20,12 +19,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, quote_plus
 
 from jmp_lab.servers import MCP_SERVER as MCP_SCRIPT
 from jmp_lab.servers.flash import FlashServer
 from jmp_lab.servers.jev import JevServer
 from tests.support import launch_dir
+from tests.support.decoded import leaked
 
 HERE = Path(__file__).resolve().parent
 PROBE = HERE / "probe.py"
@@ -69,17 +68,12 @@ def fresh_keys() -> dict[str, str]:
     return {name: f"{prefixes[name]}-{_word(7)}+{_word(7)}/{_word(3)}=" for name in KEY_NAMES}
 
 
-def encoded_forms(key: str) -> list[str]:
-    """Alignment-free pieces of the key's base64 (standard and URL-safe), hex (both cases) and
-    percent-encoded forms (a shell's way out past a redactor that knows the raw key)."""
-    raw = key.encode()
-    forms = [raw.hex(), raw.hex().upper(), "".join(f"%{b:02X}" for b in raw)]
-    forms += [quote(key), quote(key, safe=""), quote_plus(key)]
-    for offset in range(3):
-        for encode in (base64.b64encode, base64.urlsafe_b64encode):
-            text = encode(b"\0" * offset + raw).decode()
-            forms.append(text[4 if offset else 0 : -4])
-    return forms
+def encoded_leaks(text: str, keys: dict[str, str]) -> list[str]:
+    """Which keys can be decoded from text, and from which decoding: its base64 and hex
+    characters, whatever lies between them (line breaks, spaces, words, JSON escapes), decoded
+    in every alignment (tests/support/decoded.py). Not the redactor's own list of forms, so a
+    form it lacks is found too."""
+    return [f"{name} as {found}" for name, key in keys.items() for found in leaked(text, key)]
 
 
 def confine(argv: list[str]) -> list[str]:
@@ -226,6 +220,26 @@ def session_bytes(directory: Path) -> bytes:
     if not directory.exists():
         return b""
     return b"".join(p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file())
+
+
+def sqlite_text(path: Path) -> str:
+    """Every text value of every table of an SQLite database (its WAL included), read through
+    SQLite: the raw file splits a long value across pages."""
+    import sqlite3
+
+    found: list[str] = []
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        for table in tables:
+            try:
+                rows = db.execute(f'SELECT * FROM "{table}"').fetchall()
+            except sqlite3.Error:  # (a virtual table whose module this Python lacks)
+                continue
+            found += [v for row in rows for v in row if isinstance(v, str)]
+    finally:
+        db.close()
+    return "\n".join(found)
 
 
 def iter_leaks(text: str, secrets_: dict[str, str]) -> Iterator[str]:
