@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -238,3 +239,90 @@ def test_jmps_client_reaches_servers_of_either_revision_in_one_run(jmp: Cli) -> 
     for frame in sent[1:]:
         schema = {**SPEC, "$ref": f"#/$defs/{FRAME_KINDS[frame['method']]}"}
         jsonschema.Draft202012Validator(schema).validate(frame)
+
+
+def serve_http(tmp: Path, name: str, command: list[str], env: dict[str, str]) -> Any:
+    """Start an HTTP MCP server on 127.0.0.1 (a port of the system's choice); (process, URL)."""
+    port_file = tmp / f"{name}.port"
+    process = subprocess.Popen([*command, "--http-port-file", str(port_file)], env=env)
+    deadline = time.monotonic() + 60
+    while not port_file.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not port_file.exists():
+        process.kill()
+        process.wait()
+        raise AssertionError(f"the HTTP MCP server {name} did not start")
+    return process, f"http://127.0.0.1:{port_file.read_text()}/mcp"
+
+
+@pytest.mark.timeout(400)  # two servers' startup and a cold run on a loaded 2-core machine
+def test_jmps_client_reaches_remote_servers_of_either_revision_in_one_run(jmp: Cli) -> None:
+    """The same over Streamable HTTP, in one run: the mcp 1.x SDK's server (initialize only)
+    and the mcp 2.x SDK's serving MCP 2026-07-28 alone (its own 2026-07-28 HTTP entry, which
+    refuses initialize with HTTP 400: workers/mcp/modern.py POSTs to it at that revision).
+    The config's header (a secret the server requires) reaches it and never the output; every
+    frame jmp sent it after the refusal is valid against the revision's schema.json."""
+    if not MODERN_PYTHON.exists():
+        pytest.skip(f"no mcp 2.x SDK in {MODERN_PYTHON.parent.parent} (make install puts it there)")
+    frames = jmp.tmp / "frames.jsonl"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_")}
+    new_env = {**base, "FAKE_MCP_FRAMES": str(frames), "FAKE_TOKEN": SECRET}
+    new_env["FAKE_MCP_REQUIRE_HEADER"] = f"Authorization: Bearer {SECRET}"
+    new_cmd = [str(MODERN_PYTHON), str(MODERN_SERVER), "--modern-only", "--prefix", "new_"]
+    new, new_url = serve_http(jmp.tmp, "new", new_cmd, new_env)
+    old, old_url = serve_http(jmp.tmp, "old", [sys.executable, SERVER, "--prefix", "old_"], base)
+    try:
+        configure(
+            jmp,
+            servers={
+                "legacy": {"url": old_url},
+                "newest": {"url": new_url, "headers": {"Authorization": f"Bearer {SECRET}"}},
+            },
+        )
+        jmp.jev.script(
+            [
+                {"route": "mcp.old_echo"},
+                {"route": "mcp.new_echo"},
+                {"route": "mcp.new_getenv"},
+                {"route": "done"},
+                {"completion_review": "complete"},
+            ]
+        )
+        jmp.flash.queue(
+            [
+                {"tool_call": {"arguments": {"text": "from the old one"}}},
+                {"tool_call": {"arguments": {"text": "from the newest"}}},
+                {"tool_call": {"arguments": {"name": "FAKE_TOKEN"}}},
+                {"text": "all answered"},
+            ]
+        )
+        out = jmp.task("call every server", timeout=300)
+    finally:
+        for process in (new, old):
+            process.kill()
+            process.wait()
+    assert out.code == 0, out.stderr
+    assert not out.of("error"), out.of("error")  # no server failed to start
+    finished = {f["tool"]: f for f in out.of("tool_finished")}
+    assert finished["mcp.old_echo"]["status"] == "ok"
+    assert "from the old one" in finished["mcp.old_echo"]["text"]
+    newest_echo = finished["mcp.new_echo"]
+    assert newest_echo["status"] == "ok"
+    assert "from the newest (MCP 2026-07-28)" in newest_echo["text"]
+    getenv = finished["mcp.new_getenv"]["text"]
+    assert "[REDACTED]" in getenv and SECRET not in getenv
+    assert SECRET not in out.stdout and SECRET not in out.stderr
+    lines = [json.loads(line) for line in frames.read_text().splitlines()]
+    sent, headers = lines[::2], [line["headers"] for line in lines[1::2]]
+    assert sent[0]["method"] == "initialize"  # refused (HTTP 400): then 2026-07-28 only
+    assert [f["method"] for f in sent[1:]] == [
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "tools/call",
+    ]
+    for frame, mirrored in zip(sent[1:], headers[1:], strict=True):
+        schema = {**SPEC, "$ref": f"#/$defs/{FRAME_KINDS[frame['method']]}"}
+        jsonschema.Draft202012Validator(schema).validate(frame)
+        assert mirrored["mcp-protocol-version"] == "2026-07-28"
+        assert mirrored["mcp-method"] == frame["method"]

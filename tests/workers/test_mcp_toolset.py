@@ -492,3 +492,116 @@ def test_servers_that_refuse_initialize_and_share_no_revision_fail_with_their_re
         assert toolset.failed["broken"] == "this server is out of order"
     finally:
         toolset.close()
+
+
+def serve_http(tmp: Path, command: list[str], env: dict[str, str]) -> tuple[Any, str]:
+    """Start an HTTP MCP server (`--http-port-file` appended); its process and /mcp URL."""
+    port_file = tmp / f"port-{len(list(tmp.iterdir()))}"
+    process = subprocess.Popen([*command, "--http-port-file", str(port_file)], env=env)
+    deadline = time.monotonic() + 60
+    while not port_file.exists() and process.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    if not port_file.exists():
+        process.kill()
+        process.wait()
+        raise AssertionError(f"the HTTP MCP server {command} did not start")
+    return process, f"http://127.0.0.1:{port_file.read_text()}/mcp"
+
+
+def test_a_remote_server_of_mcp_2026_07_28_alone_beside_an_initialize_one(
+    short_tmp: Path,
+) -> None:
+    """A Streamable HTTP server that refuses `initialize` (the mcp 2.x SDK's own 2026-07-28
+    HTTP entry: HTTP 400) is spoken to at 2026-07-28 over HTTP: one POST per request with the
+    envelope and the request metadata headers (the SDK checks them against the body, -32020
+    otherwise), the config's headers on every POST (the server wants X-Key), a timeout and a
+    cancel close the response stream (no notifications/cancelled), and a failure reason is
+    redacted. Every frame sent validates against the revision's schema.json."""
+    modern_only()  # skips without the mcp 2.x SDK
+    frames = short_tmp / "frames.jsonl"
+    secret = "hdr-secret-2026"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("FAKE_")}
+    new_env = {
+        **base,
+        "FAKE_MCP_FRAMES": str(frames),
+        "FAKE_MCP_REQUIRE_HEADER": f"X-Key: {secret}",
+    }
+    new, new_url = serve_http(
+        short_tmp, [str(MODERN_PYTHON), MODERN_SERVER, "--modern-only"], new_env
+    )
+    old, old_url = serve_http(short_tmp, [sys.executable, FAKE, "--prefix", "old_"], base)
+    config = {
+        "new": {"url": new_url, "headers": {"X-Key": secret}},
+        "old": {"url": old_url, "transport": "streamable-http"},
+        "nokey": {"url": new_url},
+    }
+    toolset = start_toolset({"mcpServers": config}, start_timeout_s=120.0)
+    try:
+        assert list(toolset.failed) == ["nokey"] and "401" in toolset.failed["nokey"]
+        assert toolset.revisions == {"new": "2026-07-28", "old": "initialize"}
+        specs = {spec.name: spec for spec in toolset.specs}
+        assert {"mcp.echo", "mcp.slow", "mcp.getenv", "mcp.old_echo"} <= set(specs)
+        assert specs["mcp.echo"].source == "mcp:new"
+        assert toolset.call("mcp.echo", {"text": "hi"})["text"] == "hi (MCP 2026-07-28)"
+        assert toolset.call("mcp.old_echo", {"text": "hi"})["text"] == "hi"
+        result = toolset.call("mcp.slow", {"seconds": 60}, threading.Event(), timeout_s=0.5)
+        assert result["status"] == "error" and "timed out after 0.5 s" in result["error"]
+        cancel = threading.Event()
+        threading.Timer(0.3, cancel.set).start()
+        result = toolset.call("mcp.slow", {"seconds": 60}, cancel)
+        assert result["status"] == "error" and "cancelled" in result["error"]
+        assert toolset.call("mcp.echo", {"text": "still"})["text"] == "still (MCP 2026-07-28)"
+        # an x-mcp-header parameter is mirrored (non-ASCII: base64); the SDK checks it
+        answer = toolset.call("mcp.region", {"region": "Zürich", "text": "hi"})
+        assert answer["text"] == "hi in Zürich", answer
+        assert toolset.server_pids() == []  # remote servers have no process of ours
+    finally:
+        toolset.close()
+        for process in (new, old):
+            process.kill()
+            process.wait()
+    lines = [json.loads(line) for line in frames.read_text().splitlines()]
+    sent = list(zip(lines[::2], [h["headers"] for h in lines[1::2]], strict=True))
+    # the refused initialize of "new", then 2026-07-28 only ("nokey" was refused with 401)
+    assert sent[0][0]["method"] == "initialize"
+    modern_frames = [(f, h) for f, h in sent[1:] if f.get("method") != "initialize"]
+    assert [f["method"] for f, _ in modern_frames[:2]] == ["server/discover", "tools/list"]
+    assert "notifications/cancelled" not in {f["method"] for f, _ in modern_frames}
+    for frame, headers in modern_frames:
+        spec_valid(frame, FRAME_KINDS[frame["method"]])
+        assert headers["mcp-protocol-version"] == "2026-07-28"
+        assert headers["mcp-method"] == frame["method"]
+        if frame["method"] == "tools/call":
+            assert headers["mcp-name"] == frame["params"]["name"]
+    calls = [f["params"]["name"] for f, _ in modern_frames if f["method"] == "tools/call"]
+    assert calls == ["echo", "slow", "slow", "echo", "region"]
+    assert modern_frames[-1][1]["mcp-param-region"] == "=?base64?WsO8cmljaA==?="
+
+
+def test_x_mcp_header_annotations_follow_the_revisions_rules() -> None:
+    """Which `x-mcp-header` annotations a tool may carry, and how values become headers."""
+    from workers.mcp.modern import InvalidHeaderParam, header_params, header_value
+
+    ok = {"properties": {"a": {"type": "string", "x-mcp-header": "A"}}}
+    nested = {"properties": {"o": {"properties": {"n": {"type": "integer", "x-mcp-header": "N"}}}}}
+    assert header_params(ok) == {("a",): "A"}
+    assert header_params(nested) == {("o", "n"): "N"}
+    bad = [
+        {"items": {"properties": {"a": {"type": "string", "x-mcp-header": "A"}}}},
+        {"properties": {"a": {"type": "number", "x-mcp-header": "A"}}},
+        {"properties": {"a": {"type": "string", "x-mcp-header": "A B"}}},
+        {
+            "properties": {
+                "a": {"type": "string", "x-mcp-header": "A"},
+                "b": {"type": "string", "x-mcp-header": "a"},
+            }
+        },
+        {"type": "string", "x-mcp-header": "Root"},
+    ]
+    for schema in bad:
+        with pytest.raises(InvalidHeaderParam):
+            header_params(schema)
+    assert header_value("us-west1") == "us-west1"
+    assert header_value(" padded ") == "=?base64?IHBhZGRlZCA=?="
+    assert header_value("line1\nline2") == "=?base64?bGluZTEKbGluZTI=?="
+    assert header_value("=?base64?literal?=") == "=?base64?PT9iYXNlNjQ/bGl0ZXJhbD89?="

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import sys
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 import psutil
 from mcp.client.stdio import StdioServerParameters
@@ -21,7 +23,7 @@ if TYPE_CHECKING:  # OpenHands' package init pulls in litellm (seconds): loaded 
     from openhands.sdk.mcp import MCPServer
     from openhands.sdk.mcp.client import MCPClient
 
-    from workers.mcp.modern import ModernClient
+    from workers.mcp.modern import HttpTarget, ModernClient
 
 from host.spawn import TOKEN_ENV as TREE_TOKEN_ENV
 from protocol.mcp_config import RemoteServer, ServerConfig, StdioServer
@@ -56,6 +58,21 @@ def sdk_server(spec: ServerConfig, token: str) -> MCPServer:
     params = stdio_params(spec, token)
     stdio = {"command": params.command, "args": params.args, "env": params.env, "cwd": spec.cwd}
     return MCPServer.model_validate(stdio)
+
+
+def is_sse(spec: RemoteServer) -> bool:
+    """Whether a remote server is reached over the old HTTP+SSE transport (2024-11-05), as the
+    SDK decides: `transport: sse`, or none given and a URL path with an `/sse` segment."""
+    if spec.transport is not None:
+        return spec.transport == "sse"
+    return re.search(r"/sse(/|$)", urlsplit(spec.url).path) is not None
+
+
+def http_target(spec: RemoteServer) -> HttpTarget:
+    """How a remote server is reached at MCP 2026-07-28: its URL and its config's headers."""
+    from workers.mcp.modern import HttpTarget
+
+    return HttpTarget(url=spec.url, headers=dict(spec.headers))
 
 
 def stdio_params(spec: StdioServer, token: str) -> StdioServerParameters:

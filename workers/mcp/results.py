@@ -1,11 +1,12 @@
 """What an MCP call answered, as the tool worker reports it: result text, schema errors,
-failure reasons. Pure functions over the `mcp` SDK's types; no I/O."""
+failure reasons. Pure functions over the `mcp` SDK's (and httpx's) types; no I/O."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+import httpx
 import jsonschema
 import mcp.types
 
@@ -62,23 +63,37 @@ def is_transport_failure(exc: BaseException) -> bool:
     return True
 
 
-def rpc_error(exc: BaseException) -> mcp.types.ErrorData | None:
-    """The JSON-RPC error a server answered, wherever it sits among `exc`'s causes, groups and
-    contexts; None when the server gave no answer (it exited, timed out, or was not found)."""
+def _chain(exc: BaseException) -> list[BaseException]:
+    """`exc` and everything among its causes, groups and contexts, each once."""
     seen: set[int] = set()
+    found: list[BaseException] = []
     todo: list[BaseException] = [exc]
     while todo:
         current = todo.pop()
         if id(current) in seen:
             continue
         seen.add(id(current))
-        if isinstance(current, mcp.McpError):
-            if current.error.code != mcp.types.CONNECTION_CLOSED:
-                return current.error
-            continue
+        found.append(current)
         if isinstance(current, BaseExceptionGroup):
             todo += current.exceptions
         todo += [e for e in (current.__cause__, current.__context__) if e is not None]
+    return found
+
+
+def rpc_error(exc: BaseException) -> mcp.types.ErrorData | None:
+    """The JSON-RPC error a server answered, wherever it sits among `exc`'s causes, groups and
+    contexts; None when the server gave no answer (it exited, timed out, or was not found)."""
+    for current in _chain(exc):
+        if isinstance(current, mcp.McpError) and current.error.code != mcp.types.CONNECTION_CLOSED:
+            return current.error
+    return None
+
+
+def http_status(exc: BaseException) -> int | None:
+    """The HTTP status a remote server refused a request with, wherever it sits in `exc`."""
+    for current in _chain(exc):
+        if isinstance(current, httpx.HTTPStatusError):
+            return current.response.status_code
     return None
 
 

@@ -7,8 +7,9 @@ failures read: workers/mcp/results.py. A server that dies after a call was sent 
 `EffectUnknown`: the kernel records that call `tool_uncertain`, never `tool_finished`.
 
 A stdio server that answers `initialize` with a JSON-RPC error (what a server of MCP 2026-07-28
-alone does) is started again and spoken to at that revision by workers/mcp/modern.py, which
-offers the same calls; which revision each server got is in `.revisions`.
+alone does), or a Streamable HTTP server that refuses it (a JSON-RPC error, or HTTP 400, 404 or
+405), is spoken to at that revision by workers/mcp/modern.py, which offers the same calls;
+which revision each server got is in `.revisions`.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import mcp.types
+from mcp.client.stdio import StdioServerParameters
 
 if TYPE_CHECKING:  # OpenHands' package init pulls in litellm (seconds): loaded when a server starts
     from openhands.sdk.mcp.client import MCPClient
@@ -30,7 +32,6 @@ if TYPE_CHECKING:  # OpenHands' package init pulls in litellm (seconds): loaded 
 from protocol.mcp_config import (
     RemoteServer,
     ServerConfig,
-    StdioServer,
     parse_servers,
     server_secrets,
 )
@@ -246,16 +247,17 @@ class McpToolset:
 def _start(name: str, spec: ServerConfig, token: str, timeout_s: float) -> _Server:
     """Start one server through the SDK and list its tools; raises with a readable reason.
 
-    A stdio server that answers `initialize` with a JSON-RPC error is started again at MCP
-    2026-07-28 (the revision's servers refuse the handshake); if that server does not answer
-    `server/discover` as a 2026-07-28 server, the handshake's failure is the reason given."""
+    A server that refuses `initialize` is spoken to at MCP 2026-07-28 (the revision's servers
+    refuse the handshake): a stdio server is started again; a remote one is POSTed to at that
+    revision. If it does not answer `server/discover` as a 2026-07-28 server, the handshake's
+    failure is the reason given."""
     from openhands.sdk.mcp import create_mcp_tools
 
     deadline = time.monotonic() + timeout_s
     try:
         client = create_mcp_tools({name: launch.sdk_server(spec, token)}, timeout=timeout_s)
     except Exception as exc:
-        if isinstance(spec, RemoteServer) or results.rpc_error(exc) is None:
+        if not _refused_initialize(spec, exc):
             raise
         try:
             return _start_modern(name, spec, token, max(1.0, deadline - time.monotonic()))
@@ -266,9 +268,26 @@ def _start(name: str, spec: ServerConfig, token: str, timeout_s: float) -> _Serv
     return _Server(name=name, client=client, loop=loop, tools=tools)
 
 
-def _start_modern(name: str, spec: StdioServer, token: str, timeout_s: float) -> _Server:
-    """Start one stdio server at MCP 2026-07-28 (workers/mcp/modern.py) and list its tools."""
-    client = modern.ModernClient(launch.stdio_params(spec, token))
+REFUSALS = (400, 404, 405)  # the statuses a 2026-07-28-only HTTP server can refuse initialize with
+
+
+def _refused_initialize(spec: ServerConfig, exc: Exception) -> bool:
+    """Whether the server answered `initialize` with a refusal a 2026-07-28 server gives: a
+    JSON-RPC error, or over Streamable HTTP (not the old HTTP+SSE) HTTP 400, 404 or 405."""
+    if results.rpc_error(exc) is not None:
+        return not (isinstance(spec, RemoteServer) and launch.is_sse(spec))
+    if isinstance(spec, RemoteServer) and not launch.is_sse(spec):
+        return results.http_status(exc) in REFUSALS
+    return False
+
+
+def _start_modern(name: str, spec: ServerConfig, token: str, timeout_s: float) -> _Server:
+    """Start one server at MCP 2026-07-28 (workers/mcp/modern.py) and list its tools."""
+    if isinstance(spec, RemoteServer):
+        target: modern.HttpTarget | StdioServerParameters = launch.http_target(spec)
+    else:
+        target = launch.stdio_params(spec, token)
+    client = modern.ModernClient(target)
     try:
         client.start(timeout_s)
     except BaseException:
