@@ -14,6 +14,10 @@ Every byte leaving jmp goes through the redactor, so its cost per event matters.
    the same output with a line-wrapped base64 blob (GNU `base64`, 76 columns) and an `xxd -p`
    dump (60 columns) of random bytes added, no key; `wrapped`: that one with the four keys'
    `.env` printed through `base64` and `xxd -p` as well. The ratios are to `raw`.
+3. The pieces at the cuts (issue 32 item 6, a key cut before it was redacted): the four keys
+   known, the redactor without its last pass (`whole`: the whole forms only) and with it
+   (`text`), over a record's short strings (1,000 of 10 to 200 characters) and the tool outputs
+   of table 2; `cut`: the text ends with 20 characters of a key and an ellipsis (a clip).
 """
 
 from __future__ import annotations
@@ -144,6 +148,61 @@ def encodings_table() -> list[str]:
     return rows
 
 
+def short_strings(count: int = 1000) -> list[str]:
+    """A record's fields: ids, names, one-line summaries, 10 to 200 characters."""
+    words = ["run", "tool", "bash", "ok", "exit", "status", "file", "path", "src", "module"]
+    return [
+        " ".join(words[(i + j) % len(words)] for j in range(2 + i % 38))[:200] for i in range(count)
+    ]
+
+
+def _each(fn: Callable[[str], str], texts: list[str]) -> list[str]:
+    return [fn(t) for t in texts]
+
+
+def cuts_table() -> list[str]:
+    redactor = Redactor(KEYS)
+    rows = [
+        "the pieces of keys at cuts: the whole forms only (`whole`) and with the last pass"
+        " (`text`), 4 keys known, median of 9-51 interleaved runs",
+        f"{'text':>22} {'case':>6} {'whole ms':>9} {'text ms':>8} {'ratio':>6}",
+    ]
+    strings = short_strings()
+    cases: list[tuple[str, str, Callable[[], object], Callable[[], object]]] = []
+    whole, text = redactor._whole, redactor.text  # (the last pass measured alone)
+    cases.append(
+        (
+            "1,000 short strings",
+            "none",
+            partial(_each, whole, strings),
+            partial(_each, text, strings),
+        )
+    )
+    cut = [s + " " + KEYS[i % 4][:20] + "…" for i, s in enumerate(strings)]
+    assert all(REDACTED in text(s) for s in cut)
+    cases.append(
+        (
+            "1,000 short strings",
+            "cut",
+            partial(_each, whole, cut),
+            partial(_each, text, cut),
+        )
+    )
+    for size in SIZES:
+        out = tool_output(size, False)
+        cases.append((f"{len(out):,} output", "none", partial(whole, out), partial(text, out)))
+        out = out + KEYS[0][:20] + "…"
+        cases.append((f"{len(out):,} output", "cut", partial(whole, out), partial(text, out)))
+    for name, case, before, after in cases:
+        runs = 51 if "short" in name or "2," in name else 15
+        first, second = _interleaved([before, after], runs)
+        rows.append(
+            f"{name:>22} {case:>6} {first * 1000:>9.3f} {second * 1000:>8.3f}"
+            f" {second / first:>5.2f}x"
+        )
+    return rows
+
+
 def run() -> str:
     """Time both over the same text; the redactor must leave it unchanged."""
     redactor = Redactor(SECRETS)
@@ -158,6 +217,8 @@ def run() -> str:
             "goal: redactor < 250 ms per 100 KB (the ratio is for reference)",
             "",
             *encodings_table(),
+            "",
+            *cuts_table(),
         ]
     )
 

@@ -24,6 +24,13 @@ their line breaks and joined (`_Pieces`): the hex groups for the hex forms, the 
 the raw values. Each line's piece of an occurrence is replaced by the marker, so that every
 line keeps its place and no line keeps a character of the run. `value` joins the consecutive
 strings of a list as lines (a wrapped encoding kept as a list of its lines).
+
+Text is cut before it reaches the redactor in places (a task script's outcome clipped to 1,200
+characters, an evidence window, a preview, an output cap), and a key across the cut leaves a
+piece that is no longer the key. The last pass (`_cut_spans`) replaces such a piece of any form,
+MIN_FRAGMENT_CHARS or more, where a cutter leaves one: at the text's ends, at an ellipsis and
+around a line starting with `[` (`_cut_points`), one set lookup per place in a table of every
+form's 8-character windows.
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ from protocol.secrets import MIN_SECRET_CHARS, REDACTED, TOKEN_PATTERNS
 
 __all__ = [
     "MIN_ENCODED_SECRET_CHARS",
+    "MIN_FRAGMENT_CHARS",
     "REDACTED",
     "WRAPPED_CHARS",
     "Redactor",
@@ -50,6 +58,15 @@ __all__ = [
 _TOKENS = "|".join(TOKEN_PATTERNS)
 
 MIN_ENCODED_SECRET_CHARS = 12
+# The shortest piece of a known form redacted where a text was cut through it (`_cut_spans`):
+# a shorter one shows at most 7 characters of a key (of the vendors' 20 to 100), 28 bits of
+# its hex, 42 of its base64
+MIN_FRAGMENT_CHARS = 8
+# Where a text may have been cut (what the cutters write: jev_harness/text.py `clip`'s ellipsis,
+# kernel/run/ledger.py's `[... N more characters]` line, kernel/context/render.py's
+# `[… N bytes omitted …]` line, the bash caps' `[stopped at ...]` line): an ellipsis, `...`,
+# a line starting with `[`, and the text's own two ends
+_ELLIPSES = ("…", "...")
 
 _PERCENT_HEX = re.compile(r"%[0-9A-F]{2}")
 # For a secret starting at byte `a` of a 3-byte group: the leading characters that hold bits of
@@ -198,6 +215,39 @@ def _replace_spans(s: str, spans: list[tuple[int, int]]) -> str:
     return "".join(out)
 
 
+def _cut_points(s: str) -> tuple[list[int], list[int]]:
+    """Where s may have been cut: the ends a piece of a form may stop at (the text's end, an
+    ellipsis, the line break before a line starting with `[`; spaces before them skipped) and
+    the starts one may begin at (the text's start, after an ellipsis or `[...]`, the line after
+    a line starting with `[`). One C scan per kind of mark."""
+    ends, starts = [len(s)], [0]
+    for mark in _ELLIPSES:
+        at = s.find(mark)
+        while at >= 0:
+            ends.append(at)
+            after = at + len(mark)
+            starts.append(after + 1 if s.startswith("]", after) else after)
+            at = s.find(mark, after)
+    if s.startswith("[") and "\n" in s:  # a text that starts with a mark line
+        starts.append(s.find("\n") + 1)
+    at = s.find("\n[")
+    while at >= 0:
+        ends.append(at)
+        line_end = s.find("\n", at + 1)
+        if line_end >= 0:
+            starts.append(line_end + 1)
+        at = s.find("\n[", at + 1)
+    for i, end in enumerate(ends):  # what a cutter puts between the piece and its mark
+        while end > 0 and s[end - 1] in " \t\r\n":
+            end -= 1
+        ends[i] = end
+    for i, start in enumerate(starts):
+        while start < len(s) and s[start] in " \t\r\n":
+            start += 1
+        starts[i] = start
+    return ends, starts
+
+
 def _alternation(literals: Iterable[str]) -> re.Pattern[str]:
     """The literals, longest first (a secret that contains another is replaced whole), then the
     token formats."""
@@ -217,6 +267,11 @@ class Redactor:
         self._hex: tuple[str, ...] = ()
         self._shortest_hex = 0
         self._pattern = re.compile(_TOKENS)
+        # Each MIN_FRAGMENT_CHARS characters of each form (raw too): the window a piece of the
+        # form's first k characters ends with (k, form), and the one a piece of its last
+        # characters, from j on, starts with (j, form); longest piece first
+        self._ending: dict[str, list[tuple[int, str]]] = {}
+        self._starting: dict[str, list[tuple[int, str]]] = {}
         self.add(*secrets)
 
     def add(self, *values: str | None) -> None:
@@ -233,6 +288,17 @@ class Redactor:
         self._hex = tuple(f for f in self._wrappable if _HEX_GROUP.fullmatch(f))
         self._shortest_hex = min(map(len, self._hex), default=0)
         self._pattern = _alternation(self._secrets)
+        ending: dict[str, list[tuple[int, str]]] = {}
+        starting: dict[str, list[tuple[int, str]]] = {}
+        size = MIN_FRAGMENT_CHARS
+        for form in (*self._secrets, *self._encoded):
+            for k in range(size, len(form)):  # (the whole form is not a piece: replaced before)
+                ending.setdefault(form[k - size : k], []).append((k, form))
+                starting.setdefault(form[len(form) - k : len(form) - k + size], []).append(
+                    (len(form) - k, form)
+                )
+        self._ending = {w: sorted(v, reverse=True) for w, v in ending.items()}
+        self._starting = {w: sorted(v) for w, v in starting.items()}
 
     @property
     def secrets(self) -> frozenset[str]:
@@ -246,7 +312,29 @@ class Redactor:
         return frozenset(self._secrets).union(self._encoded)
 
     def text(self, s: str) -> str:
-        """The string with every secret, encoded form of one, and token replaced."""
+        """The string with every secret, encoded form of one, and token replaced, and what is
+        left of one where the text was cut through it (`_cut_spans`)."""
+        return self._cut(self._whole(s))
+
+    def _cut(self, s: str) -> str:
+        """s with the pieces of forms at its cuts replaced (after the whole forms are)."""
+        if len(s) < MIN_FRAGMENT_CHARS or not self._ending:
+            return s
+        if "…" not in s and "..." not in s and "\n[" not in s and s[0] != "[":  # (most texts)
+            # only the two ends: one set lookup each
+            end = s[-MIN_FRAGMENT_CHARS:].rstrip() if s[-1].isspace() else s
+            start = s[:MIN_FRAGMENT_CHARS].lstrip() if s[0].isspace() else s
+            if (
+                end[-MIN_FRAGMENT_CHARS:] not in self._ending
+                and start[:MIN_FRAGMENT_CHARS] not in self._starting
+                and len(end) == len(s) == len(start)
+            ):
+                return s
+        spans = self._cut_spans(s)
+        return _replace_spans(s, spans) if spans else s
+
+    def _whole(self, s: str) -> str:
+        """s with every secret, encoded form of one, and token replaced."""
         if len(s) >= self._shortest:  # most strings of a record are shorter than any form
             # A form broken by line breaks is whole once they are gone (any width, any offset),
             # as is one that is not: one `in` per form over that text, at memory speed
@@ -260,6 +348,28 @@ class Redactor:
                     s = s.replace(form, REDACTED)
             s = self._broken(s, broken)
         return self._pattern.sub(REDACTED, s)
+
+    def _cut_spans(self, s: str) -> list[tuple[int, int]]:
+        """The pieces of known forms (raw or encoded) left where the text was cut through one
+        before it was redacted: a form's first MIN_FRAGMENT_CHARS or more characters ending at
+        a cut (`_cut_points`), its last ones starting at one. What cuts before it redacts
+        leaves such a piece: a clip to N characters, a window, an output cap, a head and tail
+        excerpt. Per cut point, one set lookup of the 8 characters there; on a hit (a key is
+        there) the pieces that end or start with them are compared."""
+        size = MIN_FRAGMENT_CHARS
+        spans: list[tuple[int, int]] = []
+        ends, starts = _cut_points(s)
+        for end in ends:
+            for k, form in self._ending.get(s[max(end - size, 0) : end], ()):
+                if end >= k and s.startswith(form[:k], end - k):
+                    spans.append((end - k, end))
+                    break
+        for start in starts:
+            for j, form in self._starting.get(s[start : start + size], ()):
+                if s.startswith(form[j:], start):
+                    spans.append((start, start + len(form) - j))
+                    break
+        return spans
 
     def _broken(self, s: str, broken: list[str]) -> str:
         """s with the base64 and hex forms (of `broken`) replaced where line breaks (a wrapped
@@ -343,10 +453,11 @@ class Redactor:
             return self.text(obj)
         if isinstance(obj, dict):
             return {self.value(k): self.value(v) for k, v in obj.items()}
-        if isinstance(obj, list):
-            return self._lines([self.value(v) for v in obj])
-        if isinstance(obj, tuple):
-            return tuple(self._lines([self.value(v) for v in obj]))
+        if isinstance(obj, list | tuple):
+            # the pieces at the cuts last: a list's strings may be the lines of one stream
+            items = [self._whole(v) if isinstance(v, str) else self.value(v) for v in obj]
+            items = [self._cut(v) if isinstance(v, str) else v for v in self._lines(items)]
+            return items if isinstance(obj, list) else tuple(items)
         return obj
 
 

@@ -13,7 +13,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kernel.store.redact import REDACTED, Redactor
-from protocol.redact import MIN_ENCODED_SECRET_CHARS
+from protocol.redact import MIN_ENCODED_SECRET_CHARS, MIN_FRAGMENT_CHARS
 from tests.support.decoded import leaked, windows
 
 
@@ -575,3 +575,79 @@ def test_a_wrapped_key_kept_as_a_list_of_its_lines_decodes_to_nothing_of_it(
     leak = _decoded_leak(key, before, b"", json.dumps(lines), text)
     assert not leak, (text, leak)
     assert len(redacted["printed"]) == len(lines) and isinstance(redacted["more"], tuple)
+
+
+# -- a text cut through a key before it was redacted (issue 32 item 6) ----------------------
+
+FORMS = {
+    "raw": lambda raw, before, after: raw.decode(),
+    "base64": lambda raw, before, after: base64.b64encode(before + raw + after).decode(),
+    "base64url": lambda raw, before, after: base64.urlsafe_b64encode(before + raw + after).decode(),
+    "hex": lambda raw, before, after: raw.hex(),
+    "HEX": lambda raw, before, after: raw.hex().upper(),
+    "percent": lambda raw, before, after: _percent_every_byte(raw.decode(), False),
+    "quote": lambda raw, before, after: quote(raw.decode(), safe=""),
+}
+# What a cutter leaves next to the cut: nothing, an ellipsis (jev_harness clip), a line with a
+# note (the kernel's preview, the bash output cap, the head-and-tail excerpt)
+MARKS = ["", "…", "...", "\n[... 1234 more characters in the full output]", "\n[… 9 bytes …]\n"]
+MARKS_BEFORE = ["", "…", "[...] ", "[… 9 bytes …]\n", "\n[... 7 more characters]\r\n"]
+
+
+def _must_go(form: str, raw: bytes, before: bytes, encoded: str) -> str:
+    """The characters of `encoded` that are the key's alone (the oracle)."""
+    return _key_groups(before, raw, encoded) if form.startswith("base64") else encoded
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    key=KEYS,
+    before=NEAR,
+    after=NEAR,
+    around=AROUND,
+    form=st.sampled_from(sorted(FORMS)),
+    mark=st.sampled_from(MARKS),
+    mark_before=st.sampled_from(MARKS_BEFORE),
+)
+def test_a_key_cut_at_any_character_leaves_no_piece_of_eight(
+    key: str, before: bytes, after: bytes, around: str, form: str, mark: str, mark_before: str
+) -> None:
+    """A text cut through a key (raw or encoded) before it was redacted: at every position, the
+    text ending in the key's first part (then a cut mark) and the text starting with its last
+    part (after one) keep no MIN_FRAGMENT_CHARS characters of it."""
+    key = key.strip()
+    assume(len(key) >= MIN_ENCODED_SECRET_CHARS)
+    raw = key.encode()
+    encoded = FORMS[form](raw, before, after)
+    gone = _windows(_must_go(form, raw, before, encoded), MIN_FRAGMENT_CHARS)
+    assume(not any(w in around + mark + mark_before for w in gone))
+    # (a key that repeats itself, `000000000000`, would find its windows at other places)
+    assume(all(encoded.count(w) == 1 for w in gone))
+    redactor = Redactor([key])
+    for cut in range(len(encoded) + 1):
+        # (what is left of the key's part is looked at alone: no window of the oracle across it
+        # and the text around, a space apart, or the mark)
+        ends = around + " " + encoded[:cut] + mark
+        out = redactor.text(ends)
+        assert out.endswith(mark), (ends, out)
+        assert not [w for w in gone if w in out[: len(out) - len(mark)]], (cut, ends, out)
+        starts = mark_before + encoded[cut:] + " " + around
+        out = redactor.text(starts)
+        assert out.startswith(mark_before), (starts, out)
+        assert not [w for w in gone if w in out[len(mark_before) :]], (cut, starts, out)
+
+
+@pytest.mark.parametrize("mark", ["", "…", "\n", " ...", "\n[... 5 more characters]"])
+def test_a_cut_piece_shorter_than_the_minimum_stays(mark: str) -> None:
+    """The rule's bound: a piece of 7 characters is left (at most 7 of a key's characters, the
+    vendors' 20 to 100), one of 8 is not; a piece not at a cut (mid-line, or at the end of an
+    ordinary line) is left alone."""
+    key = "deepseek-key-for-the-probe-987654"
+    r = Redactor([key])
+    assert r.text("x " + key[:7] + mark) == "x " + key[:7] + mark
+    assert r.text("x " + key[:8] + mark) == "x " + REDACTED + mark
+    before = "".join(reversed(mark.splitlines(keepends=True))).strip(" ")  # (the mark first)
+    assert r.text(before + key[-8:] + " y") == before + REDACTED + " y"
+    assert r.text(before + key[-7:] + " y") == before + key[-7:] + " y"
+    assert r.text(f"x {key[:12]} y") == f"x {key[:12]} y"
+    assert r.text(f"x {key[:12]}\nmore\n{key[-12:]} y") == f"x {key[:12]}\nmore\n{key[-12:]} y"

@@ -164,3 +164,28 @@ def test_a_key_in_a_file_name_and_text_reaches_no_one_and_the_report_still_match
     assert "docs/notes-[REDACTED].md" in bodies
     problems = left_problems(cli, out.stdout, out.stderr)
     assert not problems, problems
+
+
+def test_a_key_cut_by_the_outcome_bound_leaves_no_piece_of_it(cli: HarnessCli) -> None:
+    """Issue 32 item 6: a tool's text is cut to the outcome's 1,200 characters inside the
+    script, before anything redacts it; a configured key read from a workspace file that
+    straddles the cut leaves none of its characters, 8 or more in a row, in the session's files
+    (events.jsonl), Jev's requests or what the client got."""
+    key = KEYS["DEEPSEEK_API_KEY"]
+    cli.extra_env["DEEPSEEK_API_KEY"] = key
+    leak = cli.cwd / "leak.txt"
+    for start in (1186, 1199 - 8):  # 13 and 8 of its characters before the cut
+        leak.write_text("x" * start + key + " and more text after it\n")
+        cli.jev.script([{"cut.read.how": "quick"}, {"cut.read.how": "thorough"}])
+        out = cli.run(SCRIPTS / "cut_key.py", "read the file", {"file": str(leak)})
+        assert out.code == 0 and out.result["status"] == "completed", out.stderr[-3000:]
+        pieces = [key[i : i + 8] for i in range(len(key) - 7)]
+        texts = {"the client": out.stdout + out.stderr}
+        texts["Jev"] = json.dumps(cli.jev.systemone_bodies(), ensure_ascii=False)
+        for path in cli.home.rglob("*"):
+            if path.is_file():
+                texts[str(path)] = path.read_text("utf-8", "replace")
+        log = [t for name, t in texts.items() if name.endswith("events.jsonl")]
+        assert log and all("x" * 1100 in t for t in log), "the outcome's text is not in the log"
+        found = {name: [p for p in pieces if p in t] for name, t in texts.items()}
+        assert not {name: p for name, p in found.items() if p}, (start, found)
