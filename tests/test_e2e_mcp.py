@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ import pytest
 
 from jmp_lab.servers import MCP_SERVER
 from tests.support.cli import Cli, finish, wait_for_line
+from tests.support.mcp_http import serve_http
 
 SERVER = MCP_SERVER
 SECRET = "mcp-secret-value-8675309"
@@ -241,20 +241,6 @@ def test_jmps_client_reaches_servers_of_either_revision_in_one_run(jmp: Cli) -> 
         jsonschema.Draft202012Validator(schema).validate(frame)
 
 
-def serve_http(tmp: Path, name: str, command: list[str], env: dict[str, str]) -> Any:
-    """Start an HTTP MCP server on 127.0.0.1 (a port of the system's choice); (process, URL)."""
-    port_file = tmp / f"{name}.port"
-    process = subprocess.Popen([*command, "--http-port-file", str(port_file)], env=env)
-    deadline = time.monotonic() + 60
-    while not port_file.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if not port_file.exists():
-        process.kill()
-        process.wait()
-        raise AssertionError(f"the HTTP MCP server {name} did not start")
-    return process, f"http://127.0.0.1:{port_file.read_text()}/mcp"
-
-
 @pytest.mark.timeout(400)  # two servers' startup and a cold run on a loaded 2-core machine
 def test_jmps_client_reaches_remote_servers_of_either_revision_in_one_run(jmp: Cli) -> None:
     """The same over Streamable HTTP, in one run: the mcp 1.x SDK's server (initialize only)
@@ -269,8 +255,10 @@ def test_jmps_client_reaches_remote_servers_of_either_revision_in_one_run(jmp: C
     new_env = {**base, "FAKE_MCP_FRAMES": str(frames), "FAKE_TOKEN": SECRET}
     new_env["FAKE_MCP_REQUIRE_HEADER"] = f"Authorization: Bearer {SECRET}"
     new_cmd = [str(MODERN_PYTHON), str(MODERN_SERVER), "--modern-only", "--prefix", "new_"]
-    new, new_url = serve_http(jmp.tmp, "new", new_cmd, new_env)
-    old, old_url = serve_http(jmp.tmp, "old", [sys.executable, SERVER, "--prefix", "old_"], base)
+    new, new_url = serve_http(jmp.tmp / "new.port", new_cmd, new_env)
+    old, old_url = serve_http(
+        jmp.tmp / "old.port", [sys.executable, SERVER, "--prefix", "old_"], base
+    )
     try:
         configure(
             jmp,

@@ -19,6 +19,7 @@ import pytest
 
 from jmp_lab.servers import MCP_SERVER
 from jmp_lab.servers.mcp_server import DEFAULT_TOOLS
+from tests.support.mcp_http import serve_http
 from workers.mcp.toolset import (
     MAX_MCP_TOOLS,
     TOOL_LIMIT,
@@ -494,20 +495,6 @@ def test_servers_that_refuse_initialize_and_share_no_revision_fail_with_their_re
         toolset.close()
 
 
-def serve_http(tmp: Path, command: list[str], env: dict[str, str]) -> tuple[Any, str]:
-    """Start an HTTP MCP server (`--http-port-file` appended); its process and /mcp URL."""
-    port_file = tmp / f"port-{len(list(tmp.iterdir()))}"
-    process = subprocess.Popen([*command, "--http-port-file", str(port_file)], env=env)
-    deadline = time.monotonic() + 60
-    while not port_file.exists() and process.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.02)
-    if not port_file.exists():
-        process.kill()
-        process.wait()
-        raise AssertionError(f"the HTTP MCP server {command} did not start")
-    return process, f"http://127.0.0.1:{port_file.read_text()}/mcp"
-
-
 def test_a_remote_server_of_mcp_2026_07_28_alone_beside_an_initialize_one(
     short_tmp: Path,
 ) -> None:
@@ -527,9 +514,11 @@ def test_a_remote_server_of_mcp_2026_07_28_alone_beside_an_initialize_one(
         "FAKE_MCP_REQUIRE_HEADER": f"X-Key: {secret}",
     }
     new, new_url = serve_http(
-        short_tmp, [str(MODERN_PYTHON), MODERN_SERVER, "--modern-only"], new_env
+        short_tmp / "new.port", [str(MODERN_PYTHON), MODERN_SERVER, "--modern-only"], new_env
     )
-    old, old_url = serve_http(short_tmp, [sys.executable, FAKE, "--prefix", "old_"], base)
+    old, old_url = serve_http(
+        short_tmp / "old.port", [sys.executable, FAKE, "--prefix", "old_"], base
+    )
     config = {
         "new": {"url": new_url, "headers": {"X-Key": secret}},
         "old": {"url": old_url, "transport": "streamable-http"},
