@@ -44,6 +44,7 @@ OPEN_TREE_CLONE, OPEN_TREE_CLOEXEC = 1, 0o2000000
 MOVE_MOUNT_F_EMPTY_PATH = 4
 MOUNT_ATTR_RDONLY, MOUNT_ATTR_NOSUID = 1, 2
 PR_SET_PDEATHSIG, PR_CAPBSET_DROP, PR_SET_SECUREBITS, PR_SET_NO_NEW_PRIVS = 1, 24, 28, 38
+PR_CAPBSET_READ = 23
 PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
 SECBITS_LOCKED_ALL = 0x3F  # NOROOT, NO_SETUID_FIXUP, KEEP_CAPS and their locks
 SECCOMP_RET_KILL_PROCESS, SECCOMP_RET_ERRNO, SECCOMP_RET_ALLOW = 0x80000000, 0x00050000, 0x7FFF0000
@@ -226,9 +227,14 @@ def _drop_capabilities(last_cap: int, nr_capset: int, bounding: bool = True) -> 
     """No capability now nor after any exec: bounding set emptied, securebits locked (root
     gains nothing by exec; both only with `bounding`), effective/permitted/inheritable
     cleared, no_new_privs."""
-    for cap in range(last_cap + 1 if bounding else 0):
+    # Only what the bounding set still holds is dropped: dropping needs CAP_SETPCAP, which a
+    # process started with an empty bounding set (`setpriv --bounding-set=-all`) no longer has.
+    held = [
+        c for c in range(last_cap + 1) if bounding and _libc.prctl(PR_CAPBSET_READ, c, 0, 0, 0) == 1
+    ]
+    for cap in held:
         _check(_libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0), f"dropping capability {cap}")
-    if bounding:
+    if held:  # with an empty bounding set an exec regains nothing, root or not
         _check(_libc.prctl(PR_SET_SECUREBITS, SECBITS_LOCKED_ALL, 0, 0, 0), "securebits")
     header = struct.pack("Ii", 0x20080522, 0)  # _LINUX_CAPABILITY_VERSION_3, this thread
     data = bytes(24)  # two zeroed {effective, permitted, inheritable}
