@@ -291,7 +291,11 @@ class Redactor:
         ending: dict[str, list[tuple[int, str]]] = {}
         starting: dict[str, list[tuple[int, str]]] = {}
         size = MIN_FRAGMENT_CHARS
-        for form in (*self._secrets, *self._encoded):
+        # Pieces of a secret under MIN_ENCODED_SECRET_CHARS are not looked for, as its encoded
+        # forms are not: they would be common words (`complete` of a secret `completed` is a
+        # label of Jev's questions), and the piece would be most of a weak secret anyway.
+        long_secrets = (s for s in self._secrets if len(s) >= MIN_ENCODED_SECRET_CHARS)
+        for form in (*long_secrets, *self._encoded):
             for k in range(size, len(form)):  # (the whole form is not a piece: replaced before)
                 ending.setdefault(form[k - size : k], []).append((k, form))
                 starting.setdefault(form[len(form) - k : len(form) - k + size], []).append(
