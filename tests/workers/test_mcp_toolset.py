@@ -101,6 +101,24 @@ def toolset() -> Iterator[McpToolset]:
         started.close()
 
 
+def ends_by_timeout_and_cancel(toolset: Any) -> list[str]:
+    """A slow 2026-07-28 call ends at its timeout, another at its cancel, and the server still
+    answers after both: what did not hold (empty: all did), for either transport."""
+    wrong = []
+    result = toolset.call("mcp.slow", {"seconds": 60}, threading.Event(), timeout_s=0.5)
+    if not (result["status"] == "error" and "timed out after 0.5 s" in result["error"]):
+        wrong.append(f"timeout: {result}")
+    cancel = threading.Event()
+    threading.Timer(0.3, cancel.set).start()
+    result = toolset.call("mcp.slow", {"seconds": 60}, cancel)
+    if not (result["status"] == "error" and "cancelled" in result["error"]):
+        wrong.append(f"cancel: {result}")
+    still = toolset.call("mcp.echo", {"text": "still"})
+    if still.get("text") != "still (MCP 2026-07-28)":
+        wrong.append(f"after both: {still}")
+    return wrong
+
+
 def test_specs_carry_the_servers_own_schemas_and_mcp_names(toolset: McpToolset) -> None:
     specs = {spec.name: spec for spec in toolset.specs}
     assert set(specs) == {f"mcp.{name}" for name in DEFAULT_TOOLS}
@@ -410,13 +428,7 @@ def test_a_server_of_mcp_2026_07_28_alone_beside_an_initialize_one(short_tmp: Pa
         assert toolset.call("mcp.echo", {"text": "hi"})["text"] == "hi (MCP 2026-07-28)"
         assert toolset.call("mcp.old_echo", {"text": "hi"})["text"] == "hi"
         assert toolset.call("mcp.getenv", {"name": "FAKE_TOKEN"})["text"] == "tok-secret-42"
-        result = toolset.call("mcp.slow", {"seconds": 60}, threading.Event(), timeout_s=0.5)
-        assert result["status"] == "error" and "timed out after 0.5 s" in result["error"]
-        cancel = threading.Event()
-        threading.Timer(0.3, cancel.set).start()
-        result = toolset.call("mcp.slow", {"seconds": 60}, cancel)
-        assert result["status"] == "error" and "cancelled" in result["error"]
-        assert toolset.call("mcp.echo", {"text": "still"})["text"] == "still (MCP 2026-07-28)"
+        assert not ends_by_timeout_and_cancel(toolset)
         first = set(toolset.server_pids())
         with pytest.raises(EffectUnknown, match="MCP server 'new' was lost during crash"):
             toolset.call("mcp.crash", {}, threading.Event())
@@ -533,13 +545,7 @@ def test_a_remote_server_of_mcp_2026_07_28_alone_beside_an_initialize_one(
         assert specs["mcp.echo"].source == "mcp:new"
         assert toolset.call("mcp.echo", {"text": "hi"})["text"] == "hi (MCP 2026-07-28)"
         assert toolset.call("mcp.old_echo", {"text": "hi"})["text"] == "hi"
-        result = toolset.call("mcp.slow", {"seconds": 60}, threading.Event(), timeout_s=0.5)
-        assert result["status"] == "error" and "timed out after 0.5 s" in result["error"]
-        cancel = threading.Event()
-        threading.Timer(0.3, cancel.set).start()
-        result = toolset.call("mcp.slow", {"seconds": 60}, cancel)
-        assert result["status"] == "error" and "cancelled" in result["error"]
-        assert toolset.call("mcp.echo", {"text": "still"})["text"] == "still (MCP 2026-07-28)"
+        assert not ends_by_timeout_and_cancel(toolset)
         # an x-mcp-header parameter is mirrored (non-ASCII: base64); the SDK checks it
         answer = toolset.call("mcp.region", {"region": "Zürich", "text": "hi"})
         assert answer["text"] == "hi in Zürich", answer
